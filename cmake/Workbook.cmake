@@ -1,0 +1,74 @@
+# Helpers every stage uses: wb_add_stage() builds a stage program and registers
+# its tests the same way for every stage (see docs/testing.md).
+
+# Is a GPU here? (decides the sanitizer tests; the architectures are chosen in
+# the top-level CMakeLists.txt before project()).
+find_program(WB_COMPUTE_SANITIZER compute-sanitizer
+             HINTS ${CUDAToolkit_BIN_DIR} /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer)
+set(WB_SANITIZER_TESTS OFF)
+if(WB_COMPUTE_SANITIZER AND WB_GPU_FOUND)
+  set(WB_SANITIZER_TESTS ON)
+endif()
+
+# wb_add_stage(<NN> <name>
+#              SOURCES <files...>            main.c kernels.cu
+#              [LIBRARIES <libs...>]         e.g. CUDA::cublas
+#              SIZE_OPTION <--n>             the option that sets the problem size
+#              [SIZE_COUNT <k>]              how many integers it takes (3 for --size M N K)
+#              [SANITIZE_ARGS <args...>])    extra arguments for the sanitizer runs of --check
+function(wb_add_stage number name)
+  cmake_parse_arguments(S "" "SIZE_OPTION;SIZE_COUNT" "SOURCES;LIBRARIES;SANITIZE_ARGS" ${ARGN})
+  if(NOT S_SIZE_COUNT)
+    set(S_SIZE_COUNT 1)
+  endif()
+  set(stage stage${number})
+  set(target ${stage}_${name})
+  add_executable(${target} ${S_SOURCES})
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${target} PRIVATE wb_common wb_reference ${S_LIBRARIES})
+  set_property(GLOBAL APPEND PROPERTY WB_STAGE_TARGETS ${target})
+
+  # gpu: the correctness sweep; skipped (77) without a device.
+  add_test(NAME ${stage}_check COMMAND ${target} --check)
+  set_tests_properties(${stage}_check PROPERTIES SKIP_RETURN_CODE 77 LABELS "${stage};gpu")
+
+  # cpu: --help works, and every kind of bad argument exits 2 with a message
+  # that says what is allowed. Arguments are '|'-separated for ExpectExit.cmake.
+  string(REPEAT "|0" ${S_SIZE_COUNT} zeros)
+  string(REPEAT "|-5" ${S_SIZE_COUNT} negatives)
+  string(REPEAT "|abc" ${S_SIZE_COUNT} words)
+  set(cases
+    "help|0|--help|usage: ${target}"
+    "args_unknown_flag|2|--bogus|unknown option '--bogus' \\(allowed: "
+    "args_size_zero|2|${S_SIZE_OPTION}${zeros}|${S_SIZE_OPTION} wants an integer in 1\\.\\."
+    "args_size_negative|2|${S_SIZE_OPTION}${negatives}|${S_SIZE_OPTION} wants an integer in 1\\.\\."
+    "args_size_not_a_number|2|${S_SIZE_OPTION}${words}|${S_SIZE_OPTION} wants an integer in 1\\.\\..*got 'abc'"
+    "args_size_missing|2|${S_SIZE_OPTION}|${S_SIZE_OPTION} needs ${S_SIZE_COUNT} value"
+    "args_unknown_variant|2|--variant|v99|unknown variant 'v99' \\(allowed: v1 "
+    "args_variant_out_of_range|2|--variant|0|unknown variant '0' \\(allowed: .*a number 1\\.\\."
+    "args_iters_zero|2|--iters|0|--iters wants an integer in 1\\.\\.")
+  foreach(case IN LISTS cases)
+    string(REPLACE "|" ";" fields "${case}")
+    list(POP_FRONT fields test_name expect_rc)
+    list(POP_BACK fields expect_regex)
+    string(REPLACE ";" "|" test_args "${fields}")
+    add_test(NAME ${stage}_${test_name}
+             COMMAND ${CMAKE_COMMAND} "-DPROGRAM=$<TARGET_FILE:${target}>" "-DARGS=${test_args}"
+                     "-DEXPECT_RC=${expect_rc}" "-DEXPECT_REGEX=${expect_regex}"
+                     -P ${PROJECT_SOURCE_DIR}/cmake/ExpectExit.cmake)
+    set_tests_properties(${stage}_${test_name} PROPERTIES LABELS "${stage};cpu")
+  endforeach()
+
+  # sanitize: memcheck and racecheck over the --check sweep, where both a GPU and
+  # compute-sanitizer are present.
+  if(WB_SANITIZER_TESTS)
+    add_test(NAME ${stage}_memcheck
+             COMMAND ${WB_COMPUTE_SANITIZER} --tool memcheck --leak-check full --error-exitcode 1
+                     $<TARGET_FILE:${target}> --check ${S_SANITIZE_ARGS})
+    add_test(NAME ${stage}_racecheck
+             COMMAND ${WB_COMPUTE_SANITIZER} --tool racecheck --racecheck-report all --error-exitcode 1
+                     $<TARGET_FILE:${target}> --check ${S_SANITIZE_ARGS})
+    set_tests_properties(${stage}_memcheck ${stage}_racecheck PROPERTIES
+                         SKIP_RETURN_CODE 77 LABELS "${stage};gpu;sanitize" TIMEOUT 1800)
+  endif()
+endfunction()

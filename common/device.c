@@ -1,0 +1,125 @@
+/** @file device.c @brief Device facts, the measured copy roof, the no-GPU path. */
+#include "device.h"
+
+#include "cuda_check.h"
+#include "timing.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void wb_device_open_or_skip(wb_device *dev, const char *program)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        printf("%s: no CUDA device found (%s); GPU variants not run\n", program,
+               err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+        exit(WB_EXIT_NO_DEVICE);
+    }
+    memset(dev, 0, sizeof *dev);
+    dev->id = 0;
+    WB_CUDA_CHECK(cudaSetDevice(dev->id));
+    struct cudaDeviceProp p;
+    WB_CUDA_CHECK(cudaGetDeviceProperties(&p, dev->id));
+    snprintf(dev->name, sizeof dev->name, "%s", p.name);
+    dev->cc_major = p.major;
+    dev->cc_minor = p.minor;
+    dev->sm_count = p.multiProcessorCount;
+    dev->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
+    dev->smem_per_block_optin = p.sharedMemPerBlockOptin;
+    dev->smem_per_sm = p.sharedMemPerMultiprocessor;
+    dev->l2_bytes = (size_t)p.l2CacheSize;
+    dev->global_mem_bytes = p.totalGlobalMem;
+    dev->l2_flush_bytes = 2 * dev->l2_bytes;
+    if (dev->l2_flush_bytes > 0) dev->l2_flush = wb_device_alloc(dev->l2_flush_bytes, "L2 flush buffer");
+}
+
+void wb_device_close(wb_device *dev)
+{
+    if (dev->l2_flush) WB_CUDA_CHECK(cudaFree(dev->l2_flush));
+    dev->l2_flush = NULL;
+}
+
+int wb_device_has_cc(const wb_device *dev, int major, int minor)
+{
+    return dev->cc_major > major || (dev->cc_major == major && dev->cc_minor >= minor);
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_job;
+
+static const char *run_copy(void *ctx)
+{
+    copy_job *job = (copy_job *)ctx;
+    WB_CUDA_CHECK(cudaMemcpyAsync(job->dst, job->src, job->bytes, cudaMemcpyDeviceToDevice, 0));
+    return NULL;
+}
+
+double wb_measure_copy_bandwidth(wb_device *dev)
+{
+    size_t bytes = (size_t)256 << 20;
+    if (8 * dev->l2_bytes > bytes) bytes = 8 * dev->l2_bytes;
+    size_t free_b = 0, total_b = 0;
+    WB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    while (bytes > ((size_t)16 << 20) && 2 * bytes > free_b / 2) bytes /= 2;
+    copy_job job;
+    job.bytes = bytes;
+    job.src = wb_device_alloc(bytes, "copy-roof source");
+    job.dst = wb_device_alloc(bytes, "copy-roof destination");
+    WB_CUDA_CHECK(cudaMemset((void *)job.src, 0x3c, bytes)); /* not zeros: measure real data */
+    wb_timing t;
+    wb_time_runs(dev, run_copy, &job, 3, 20, &t);
+    WB_CUDA_CHECK(cudaFree(job.dst));
+    WB_CUDA_CHECK(cudaFree((void *)job.src));
+    dev->copy_gbps = 2.0 * (double)bytes / (t.median_ms * 1e-3) / 1e9;
+    return dev->copy_gbps;
+}
+
+void wb_device_print(const wb_device *dev, FILE *out)
+{
+    fprintf(out, "GPU: %s (sm_%d%d, %d SMs, L2 %.0f MiB, %.0f GiB)\n", dev->name, dev->cc_major,
+            dev->cc_minor, dev->sm_count, dev->l2_bytes / 1048576.0, dev->global_mem_bytes / 1073741824.0);
+    if (dev->copy_gbps > 0)
+        fprintf(out, "memory roof: %.0f GB/s (device-to-device copy measured now, bytes read + written)\n",
+                dev->copy_gbps);
+}
+
+int wb_blocks_to_fill_gpu(const void *kernel, int threads_per_block, size_t dynamic_smem_bytes)
+{
+    int device = 0, sms = 0, per_sm = 0;
+    WB_CUDA_CHECK(cudaGetDevice(&device));
+    WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads_per_block,
+                                                                dynamic_smem_bytes));
+    return sms * (per_sm > 0 ? per_sm : 1);
+}
+
+void wb_poison(void *device_ptr, size_t bytes)
+{
+    WB_CUDA_CHECK(cudaMemset(device_ptr, 0xFF, bytes));
+}
+
+void *wb_device_alloc(size_t bytes, const char *what)
+{
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc of %zu bytes (%.1f MiB) for %s failed: %s\n", bytes,
+                bytes / 1048576.0, what, cudaGetErrorString(err));
+        exit(1);
+    }
+    return p;
+}
+
+void *wb_host_alloc(size_t bytes, const char *what)
+{
+    void *p = malloc(bytes > 0 ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "malloc of %zu bytes (%.1f MiB) for %s failed\n", bytes, bytes / 1048576.0, what);
+        exit(1);
+    }
+    return p;
+}

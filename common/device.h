@@ -1,0 +1,87 @@
+/**
+ * @file device.h
+ * @brief The GPU the program runs on: its facts, its measured memory roof, and the
+ *        no-GPU path.
+ *
+ * The memory roof of every memory-bound stage is not the datasheet number but the
+ * device-to-device copy bandwidth measured here once per run (bytes read plus bytes
+ * written, over a buffer well past the L2), so "% of roof" compares a kernel with
+ * what this GPU really moves.
+ */
+#ifndef WB_DEVICE_H
+#define WB_DEVICE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Exit code of a program that found no CUDA device (CTest's SKIP_RETURN_CODE). */
+#define WB_EXIT_NO_DEVICE 77
+
+/** @brief Facts about the GPU in use. */
+typedef struct {
+    int id;                        /**< CUDA device ordinal */
+    char name[256];                /**< e.g. "NVIDIA H100 80GB HBM3" */
+    int cc_major;                  /**< compute capability, major (7 for the T4) */
+    int cc_minor;                  /**< compute capability, minor (5 for the T4) */
+    int sm_count;                  /**< streaming multiprocessors */
+    int max_threads_per_sm;        /**< resident threads per SM */
+    size_t smem_per_block_optin;   /**< shared memory a block may opt in to, bytes */
+    size_t smem_per_sm;            /**< shared memory per SM, bytes */
+    size_t l2_bytes;               /**< L2 cache size, bytes */
+    size_t global_mem_bytes;       /**< device memory, bytes */
+    double copy_gbps;              /**< measured device-to-device copy, GB/s (read + write); 0 until measured */
+    void *l2_flush;                /**< scratch the timer writes between runs to evict the L2 */
+    size_t l2_flush_bytes;         /**< its size: twice the L2 */
+} wb_device;
+
+/**
+ * @brief Open device 0 (or CUDA_VISIBLE_DEVICES' first) and read its facts.
+ *
+ * With no usable CUDA device it prints one line — `<program>: no CUDA device
+ * found (<reason>); GPU variants not run` — and exits with WB_EXIT_NO_DEVICE (77).
+ * Parse arguments before calling this, so argument errors look the same everywhere.
+ */
+void wb_device_open_or_skip(wb_device *dev, const char *program);
+
+/** @brief Release what wb_device_open_or_skip allocated. */
+void wb_device_close(wb_device *dev);
+
+/** @brief 1 when the device's compute capability is at least major.minor. */
+int wb_device_has_cc(const wb_device *dev, int major, int minor);
+
+/**
+ * @brief Measure the device-to-device copy bandwidth (GB/s, bytes read + written),
+ *        store it in dev->copy_gbps and return it. Median of 20 copies of
+ *        max(256 MiB, 8 × L2), fewer bytes if memory is short.
+ */
+double wb_measure_copy_bandwidth(wb_device *dev);
+
+/** @brief Print a two-line description of the device and its measured roof. */
+void wb_device_print(const wb_device *dev, FILE *out);
+
+/**
+ * @brief Blocks of `threads_per_block` threads that fill every SM once (SMs ×
+ *        resident blocks per SM, from the occupancy calculator): the grid size of
+ *        a grid-stride kernel.
+ * @param kernel the __global__ function, cast to const void*
+ */
+int wb_blocks_to_fill_gpu(const void *kernel, int threads_per_block, size_t dynamic_smem_bytes);
+
+/** @brief Fill `bytes` of device memory with 0xFF: NaN for fp32 and fp16, so unwritten outputs fail the check. */
+void wb_poison(void *device_ptr, size_t bytes);
+
+/** @brief cudaMalloc that names the buffer and its size when memory runs out, then exits 1. */
+void *wb_device_alloc(size_t bytes, const char *what);
+
+/** @brief malloc that names the buffer and its size when memory runs out, then exits 1. */
+void *wb_host_alloc(size_t bytes, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WB_DEVICE_H */

@@ -1,0 +1,114 @@
+/** @file report.c @brief Table printing and the CSV writer. */
+#include "report.h"
+
+#include <math.h>
+#include <string.h>
+
+void wb_report_begin(wb_report *r, const char *stage, const char *gpu, FILE *out)
+{
+    memset(r, 0, sizeof *r);
+    r->stage = stage;
+    r->gpu = gpu;
+    r->out = out;
+}
+
+static double speedup_of(const wb_report *r, const wb_row *row)
+{
+    return row->status == WB_ROW_RAN && r->v1_ms > 0 ? r->v1_ms / row->time.median_ms : NAN;
+}
+
+static double pct_of_roof(const wb_row *row)
+{
+    return row->status == WB_ROW_RAN && row->roof > 0 ? 100.0 * row->throughput / row->roof : NAN;
+}
+
+void wb_report_add(wb_report *r, const wb_row *row)
+{
+    if (r->n_rows >= (int)(sizeof r->rows / sizeof r->rows[0])) {
+        fprintf(stderr, "wb_report: more than %d rows; row %s dropped\n", r->n_rows, row->variant);
+        return;
+    }
+    if (strcmp(r->speedup_base, row->problem) != 0) {
+        snprintf(r->speedup_base, sizeof r->speedup_base, "%s", row->problem);
+        r->v1_ms = 0;
+        fprintf(r->out, "\n%s, %s\n", row->problem, row->size);
+        fprintf(r->out, "%-7s | %-44s | %13s | %9s | %9s | %7s | %-22s | %s\n", "variant", "what it does",
+                "time (median)", row->unit, "% of roof", "vs v1", "max error (of tol)", "ok");
+        fprintf(r->out, "--------+----------------------------------------------+---------------+-----------+"
+                        "-----------+---------+------------------------+-----\n");
+    }
+    if (row->status == WB_ROW_RAN && strcmp(row->variant, "v1") == 0) r->v1_ms = row->time.median_ms;
+    wb_row *kept = &r->rows[r->n_rows];
+    *kept = *row;
+    const char **fields[3] = {&kept->problem, &kept->size, &kept->note};
+    for (int k = 0; k < 3; ++k) {
+        if (!*fields[k]) continue;
+        snprintf(r->text[r->n_rows][k], sizeof r->text[0][0], "%s", *fields[k]);
+        *fields[k] = r->text[r->n_rows][k];
+    }
+    r->n_rows++;
+    char name[64];
+    snprintf(name, sizeof name, "%s%s", row->variant, row->is_peer ? "*" : "");
+    if (row->status != WB_ROW_RAN) {
+        fprintf(r->out, "%-7s | %-44.44s | %s\n", name, row->what, row->note ? row->note : "");
+        return;
+    }
+    char err[32];
+    snprintf(err, sizeof err, "%.2g (%.2f)", row->max_err, row->err_over_tol);
+    double speedup = speedup_of(r, row);
+    fprintf(r->out, "%-7s | %-44.44s | %10.4f ms | %9.1f | %8.1f%% | %6.2fx | %-22s | %s\n", name, row->what,
+            row->time.median_ms, row->throughput, pct_of_roof(row), speedup, err, row->ok ? "ok" : "FAIL");
+}
+
+/* CSV fields are ours (no commas or quotes) except the GPU name and free text: quote those. */
+static void csv_text(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; ++s) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int wb_report_write_csv(const wb_report *r, const char *path)
+{
+    if (!path) return 0;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    fprintf(f, "gpu,stage,problem,size,variant,name,peer,time_ms,time_ms_min,time_ms_max,"
+               "throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok\n");
+    double v1_ms = 0;
+    const char *problem = "";
+    for (int i = 0; i < r->n_rows; ++i) {
+        const wb_row *row = &r->rows[i];
+        if (strcmp(problem, row->problem) != 0) problem = row->problem, v1_ms = 0;
+        if (row->status == WB_ROW_RAN && strcmp(row->variant, "v1") == 0) v1_ms = row->time.median_ms;
+        if (row->status != WB_ROW_RAN) continue;
+        csv_text(f, r->gpu);
+        fprintf(f, ",%s,", r->stage);
+        csv_text(f, row->problem);
+        fprintf(f, ",%s,%s,", row->size, row->variant);
+        csv_text(f, row->what);
+        fprintf(f, ",%d,%.6f,%.6f,%.6f,%.4f,%s,%.4f,%.2f,%.4f,%.3g,%.4f,%d\n", row->is_peer,
+                row->time.median_ms, row->time.min_ms, row->time.max_ms, row->throughput, row->unit,
+                row->roof, pct_of_roof(row), v1_ms > 0 ? v1_ms / row->time.median_ms : 0.0,
+                row->max_err, row->err_over_tol, row->ok);
+    }
+    if (fclose(f) != 0) {
+        perror(path);
+        return -1;
+    }
+    printf("\nresults written to %s\n", path);
+    return 0;
+}
+
+int wb_report_all_ok(const wb_report *r)
+{
+    for (int i = 0; i < r->n_rows; ++i)
+        if (r->rows[i].status == WB_ROW_RAN && !r->rows[i].ok) return 0;
+    return 1;
+}

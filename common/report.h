@@ -1,0 +1,76 @@
+/**
+ * @file report.h
+ * @brief The results table every stage prints, and the CSV the plots read.
+ *
+ * Rows are printed as they are added, grouped under the problem they solve, in
+ * teaching order (v1, v2, …, then the peer): the progression is the lesson, so
+ * rows are never sorted by speed. One CSV schema serves all stages:
+ *
+ *     gpu,stage,problem,size,variant,name,peer,time_ms,time_ms_min,time_ms_max,
+ *     throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok
+ */
+#ifndef WB_REPORT_H
+#define WB_REPORT_H
+
+#include <stdio.h>
+
+#include "timing.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief How a row ended. */
+typedef enum {
+    WB_ROW_RAN,      /**< checked and timed */
+    WB_ROW_SKIPPED,  /**< the GPU lacks what the variant needs ("skipped: needs sm_80") */
+    WB_ROW_REJECTED  /**< the variant's contract excludes this problem (its launcher said why) */
+} wb_row_status;
+
+/** @brief One variant on one problem. */
+typedef struct {
+    const char *problem;  /**< groups rows: "sum, fp32 input" */
+    const char *size;     /**< "n=134217728" */
+    const char *variant;  /**< "v3", or the peer's id */
+    const char *what;     /**< one line: what it does */
+    int is_peer;          /**< a library, shown as the peer */
+    wb_row_status status; /**< ran, skipped or rejected */
+    const char *note;     /**< why skipped or rejected */
+    wb_timing time;       /**< median, min, max */
+    double throughput;    /**< in `unit` */
+    const char *unit;     /**< "GB/s" or "TFLOP/s" */
+    double roof;          /**< the roof in `unit` (copy bandwidth, or the peer) */
+    double max_err;       /**< worst |got - ref| */
+    double err_over_tol;  /**< worst error as a fraction of its tolerance */
+    int ok;               /**< both checks (before and after timing) passed */
+} wb_row;
+
+/** @brief A table in progress (at most 256 rows). */
+typedef struct {
+    const char *stage;     /**< "stage01" */
+    const char *gpu;       /**< device name */
+    FILE *out;             /**< where the table is printed */
+    int n_rows;            /**< rows so far */
+    wb_row rows[256];      /**< the rows; problem, size and note point into `text` */
+    char text[256][3][96]; /**< copies of each row's problem, size and note */
+    char speedup_base[256]; /**< problem of the current v1 */
+    double v1_ms;          /**< time of v1 of the current problem */
+} wb_report;
+
+/** @brief Start a report; rows will be printed to `out`. */
+void wb_report_begin(wb_report *r, const char *stage, const char *gpu, FILE *out);
+/** @brief Add a row (its strings are copied) and print it, under a header when the problem changes. */
+void wb_report_add(wb_report *r, const wb_row *row);
+/**
+ * @brief Write all rows as CSV to `path` (NULL: nothing).
+ * @return 0, or -1 when the file cannot be written (a message is printed)
+ */
+int wb_report_write_csv(const wb_report *r, const char *path);
+/** @brief 1 when every row that ran passed its checks. */
+int wb_report_all_ok(const wb_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WB_REPORT_H */

@@ -1,0 +1,54 @@
+/** @file timing.c @brief Event timing with warm-up, L2 flush and median. */
+#include "timing.h"
+
+#include "cuda_check.h"
+#include "device.h"
+
+#include <stdlib.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double wb_median(double *values, int n)
+{
+    qsort(values, (size_t)n, sizeof *values, cmp_double);
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warmup, int runs, wb_timing *out)
+{
+    if (runs < 1) runs = 1;
+    for (int i = 0; i < warmup; ++i) {
+        const char *why = fn(ctx);
+        if (why) return why;
+    }
+    cudaEvent_t start, stop;
+    WB_CUDA_CHECK(cudaEventCreate(&start));
+    WB_CUDA_CHECK(cudaEventCreate(&stop));
+    double *ms = (double *)wb_host_alloc(sizeof(double) * (size_t)runs, "timings");
+    const char *why = NULL;
+    for (int i = 0; i < runs && !why; ++i) {
+        if (dev && dev->l2_flush)
+            WB_CUDA_CHECK(cudaMemsetAsync(dev->l2_flush, i & 0xff, dev->l2_flush_bytes, 0));
+        WB_CUDA_CHECK(cudaEventRecord(start, 0));
+        why = fn(ctx);
+        WB_CUDA_CHECK(cudaEventRecord(stop, 0));
+        WB_CUDA_CHECK(cudaEventSynchronize(stop));
+        float t = 0.0f;
+        WB_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+        ms[i] = t;
+    }
+    if (!why) {
+        out->runs = runs;
+        out->median_ms = wb_median(ms, runs); /* sorts ms */
+        out->min_ms = ms[0];
+        out->max_ms = ms[runs - 1];
+    }
+    free(ms);
+    WB_CUDA_CHECK(cudaEventDestroy(start));
+    WB_CUDA_CHECK(cudaEventDestroy(stop));
+    return why;
+}

@@ -1,0 +1,53 @@
+/**
+ * @file timing.h
+ * @brief Honest GPU timing: CUDA events around each run, warm-up first, the L2
+ *        flushed before every timed run, the median of many runs (with min and max).
+ */
+#ifndef WB_TIMING_H
+#define WB_TIMING_H
+
+#include <stddef.h>
+
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Times of one variant, in milliseconds. */
+typedef struct {
+    double median_ms; /**< the figure every table and plot uses */
+    double min_ms;    /**< fastest run */
+    double max_ms;    /**< slowest run */
+    int runs;         /**< timed runs */
+} wb_timing;
+
+/**
+ * @brief One run of the work to time: enqueue it on the default stream and return
+ *        NULL, or return why it cannot run (a variant's contract).
+ */
+typedef const char *(*wb_run_fn)(void *ctx);
+
+/**
+ * @brief Warm up, then time `runs` runs of fn one by one with CUDA events.
+ *
+ * Before each timed run the device's L2 flush buffer is overwritten (outside the
+ * events), so every run starts with a cold cache as a run over fresh data would.
+ * @param dev    the device (its l2_flush buffer; NULL: no flush)
+ * @param fn     the work; its first error is returned and timing stops
+ * @param ctx    passed to fn
+ * @param warmup untimed runs first (module load, clocks, caches of the runtime)
+ * @param runs   timed runs (at least 1)
+ * @param out    median, min, max
+ * @return NULL, or the reason fn gave for not running
+ */
+const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warmup, int runs, wb_timing *out);
+
+/** @brief The median of n values (n >= 1); the array is left sorted. */
+double wb_median(double *values, int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WB_TIMING_H */
