@@ -15,9 +15,10 @@ endif()
 #              [LIBRARIES <libs...>]         e.g. CUDA::cublas
 #              SIZE_OPTION <--n>             the option that sets the problem size
 #              [SIZE_COUNT <k>]              how many integers it takes (3 for --size M N K)
-#              [SANITIZE_ARGS <args...>])    extra arguments for the sanitizer runs of --check
+#              [MEMCHECK_ARGS <args...>]     extra arguments for memcheck's run of --check
+#              [RACECHECK_ARGS <args...>])   and for racecheck's (slower: it tracks shared memory)
 function(wb_add_stage number name)
-  cmake_parse_arguments(S "" "SIZE_OPTION;SIZE_COUNT" "SOURCES;LIBRARIES;SANITIZE_ARGS" ${ARGN})
+  cmake_parse_arguments(S "" "SIZE_OPTION;SIZE_COUNT" "SOURCES;LIBRARIES;MEMCHECK_ARGS;RACECHECK_ARGS" ${ARGN})
   if(NOT S_SIZE_COUNT)
     set(S_SIZE_COUNT 1)
   endif()
@@ -64,10 +65,10 @@ function(wb_add_stage number name)
   if(WB_SANITIZER_TESTS)
     add_test(NAME ${stage}_memcheck
              COMMAND ${WB_COMPUTE_SANITIZER} --tool memcheck --leak-check full --error-exitcode 1
-                     $<TARGET_FILE:${target}> --check ${S_SANITIZE_ARGS})
+                     $<TARGET_FILE:${target}> --check ${S_MEMCHECK_ARGS})
     add_test(NAME ${stage}_racecheck
              COMMAND ${WB_COMPUTE_SANITIZER} --tool racecheck --racecheck-report all --error-exitcode 1
-                     $<TARGET_FILE:${target}> --check ${S_SANITIZE_ARGS})
+                     $<TARGET_FILE:${target}> --check ${S_RACECHECK_ARGS})
     set_tests_properties(${stage}_memcheck ${stage}_racecheck PROPERTIES
                          SKIP_RETURN_CODE 77 LABELS "${stage};gpu;sanitize" TIMEOUT 1800)
   endif()

@@ -21,13 +21,27 @@ double wb_median(double *values, int n)
 const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warmup, int runs, wb_timing *out)
 {
     if (runs < 1) runs = 1;
-    for (int i = 0; i < warmup; ++i) {
-        const char *why = fn(ctx);
-        if (why) return why;
-    }
     cudaEvent_t start, stop;
     WB_CUDA_CHECK(cudaEventCreate(&start));
     WB_CUDA_CHECK(cudaEventCreate(&stop));
+    for (int i = 0; i < warmup; ++i) {
+        WB_CUDA_CHECK(cudaEventRecord(start, 0));
+        const char *why = fn(ctx);
+        WB_CUDA_CHECK(cudaEventRecord(stop, 0));
+        WB_CUDA_CHECK(cudaEventSynchronize(stop));
+        if (why) {
+            WB_CUDA_CHECK(cudaEventDestroy(start));
+            WB_CUDA_CHECK(cudaEventDestroy(stop));
+            return why;
+        }
+        float t = 0.0f;
+        WB_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+        if (i == 0 && t * runs > WB_TIME_BUDGET_MS) {
+            int fit = (int)(WB_TIME_BUDGET_MS / t);
+            runs = fit > 5 ? fit : 5;
+            warmup = 1; /* a run this long needs no more warming up */
+        }
+    }
     double *ms = (double *)wb_host_alloc(sizeof(double) * (size_t)runs, "timings");
     const char *why = NULL;
     for (int i = 0; i < runs && !why; ++i) {

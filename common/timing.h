@@ -14,6 +14,9 @@
 extern "C" {
 #endif
 
+/** @brief Wall time (ms) the timed runs of one variant may take before fewer runs are made. */
+#define WB_TIME_BUDGET_MS 2000.0
+
 /** @brief Times of one variant, in milliseconds. */
 typedef struct {
     double median_ms; /**< the figure every table and plot uses */
@@ -33,6 +36,8 @@ typedef const char *(*wb_run_fn)(void *ctx);
  *
  * Before each timed run the device's L2 flush buffer is overwritten (outside the
  * events), so every run starts with a cold cache as a run over fresh data would.
+ * A slow variant gets fewer runs: when the first warm-up run shows that `runs`
+ * runs would take over WB_TIME_BUDGET_MS, only as many as fit are made (at least 5).
  * @param dev    the device (its l2_flush buffer; NULL: no flush)
  * @param fn     the work; its first error is returned and timing stops
  * @param ctx    passed to fn
