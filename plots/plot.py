@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Plots and results tables of the workbook, from the stage programs' CSVs.
+
+    plot.py draw   [--results DIR] [--out DIR]   one image per stage and GPU
+    plot.py ingest DIR                           file DIR/stageNN.csv under results/<gpu>/
+    plot.py tables [--check]                     rewrite (or, with --check, verify) the
+                                                 measured tables in README.md and the stage pages
+
+Uses matplotlib and the standard library only. The tables sit between marker
+comments (<!-- results:stage01 --> ... <!-- /results:stage01 -->, and
+<!-- stages --> ... <!-- /stages --> in README.md), so the text and the
+measurements never drift apart: CI runs `tables --check`.
+"""
+import argparse
+import csv
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+IMAGES = os.path.join(HERE, "images")
+
+# The ten stages (DESIGN.md): number, folder, the idea it teaches.
+STAGES = [
+    ("01", "01_vector_add", "threads, blocks, grids; coalescing; vector loads; the bandwidth roof"),
+    ("02", "02_reduction", "shared-memory trees, warp shuffles, deterministic two-pass, CUB as peer"),
+    ("03", "03_gemm", "naive to tensor cores; cuBLAS as peer"),
+    ("04", "04_fused_gelu_linear", "kernel fusion: bias + GELU in the GEMM epilogue"),
+    ("05", "05_softmax", "row reductions, online softmax, LayerNorm with Welford"),
+    ("06", "06_flash_attention", "naive attention to FlashAttention-2 on tensor cores"),
+    ("07", "07_rope", "rotary embeddings: memory-bound elementwise work"),
+    ("08", "08_paged_kv_cache", "paged KV cache: block manager, append and gather"),
+    ("09", "09_paged_attention", "decode attention through the page table; split-K"),
+    ("10", "10_gpt2_e2e", "GPT-2 124M end to end from the stages' kernels"),
+]
+
+
+def slug(gpu):
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'"""
+    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k in ("time_ms", "throughput", "roof", "pct_roof", "speedup_vs_v1", "max_err"):
+            r[k] = float(r[k])
+        r["peer"] = r["peer"] == "1"
+        r["ok"] = r["ok"] == "1"
+    return rows
+
+
+def group_by_problem(rows):
+    groups = {}
+    for r in rows:  # dicts keep insertion order: teaching order survives
+        groups.setdefault((r["problem"], r["size"]), []).append(r)
+    return groups
+
+
+def result_sets(results_dir):
+    """(gpu slug, stage number, csv path) for every committed CSV."""
+    out = []
+    if not os.path.isdir(results_dir):
+        return out
+    for gpu in sorted(os.listdir(results_dir)):
+        d = os.path.join(results_dir, gpu)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            m = re.fullmatch(r"stage(\d\d)\.csv", name)
+            if m:
+                out.append((gpu, m.group(1), os.path.join(d, name)))
+    return out
+
+
+def image_name(stage, gpu_slug):
+    return f"stage{stage}_{gpu_slug}.png"
+
+
+def draw(results_dir, out_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out_dir, exist_ok=True)
+    sets = result_sets(results_dir)
+    if not sets:
+        sys.exit(f"no results under {results_dir}")
+    for gpu_slug, stage, path in sets:
+        rows = read_csv(path)
+        groups = group_by_problem(rows)
+        fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.45 * len(rows) + 1.2 * len(groups)),
+                                 squeeze=False)
+        for ax, ((problem, size), rs) in zip(axes[:, 0], groups.items()):
+            labels = [f"{r['variant']}: {r['name']}" for r in rs]
+            pct = [r["pct_roof"] for r in rs]
+            colors = ["#999999" if r["peer"] else "#2a6ebb" for r in rs]
+            y = range(len(rs))
+            bars = ax.barh(list(y), pct, color=colors)
+            for bar, r in zip(bars, rs):
+                ax.text(bar.get_width() + 1, bar.get_y() + bar.get_height() / 2,
+                        f"{r['throughput']:.0f} {r['unit']} ({r['pct_roof']:.1f}%)", va="center", fontsize=8)
+            ax.axvline(100, color="#c0392b", linestyle="--", linewidth=1)
+            ax.set_yticks(list(y))
+            ax.set_yticklabels(labels, fontsize=8)
+            ax.invert_yaxis()  # v1 on top: teaching order, never sorted by speed
+            ax.set_xlim(0, 125)
+            ax.set_title(f"{problem}, {size}", fontsize=9, loc="left")
+            ax.set_xlabel("% of roof (dashed line; grey bars: library peer)", fontsize=8)
+        roof = rows[0]["roof"]
+        fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — roof {roof:.0f} {rows[0]['unit']}", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.98))
+        target = os.path.join(out_dir, image_name(stage, gpu_slug))
+        fig.savefig(target, dpi=110)
+        plt.close(fig)
+        print(f"drew {os.path.relpath(target, ROOT)}")
+
+
+def ingest(src_dir):
+    n = 0
+    for name in sorted(os.listdir(src_dir)):
+        if not re.fullmatch(r"stage\d\d\.csv", name):
+            continue
+        path = os.path.join(src_dir, name)
+        rows = read_csv(path)
+        if not rows:
+            print(f"skipped {path}: no rows")
+            continue
+        dest = os.path.join(RESULTS, slug(rows[0]["gpu"]))
+        os.makedirs(dest, exist_ok=True)
+        shutil.copyfile(path, os.path.join(dest, name))
+        print(f"{path} -> {os.path.relpath(os.path.join(dest, name), ROOT)}")
+        n += 1
+    if n == 0:
+        sys.exit(f"no stageNN.csv in {src_dir}")
+
+
+def fmt_ms(ms):
+    return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.3f} ms"
+
+
+def stage_table(rows):
+    """The markdown table of one stage's results (all problems)."""
+    gpu = rows[0]["gpu"]
+    out = [f"Measured on {gpu}; roof = {rows[0]['roof']:.0f} {rows[0]['unit']} "
+           f"(device-to-device copy measured in the same run). Median of the timed runs.", ""]
+    for (problem, size), rs in group_by_problem(rows).items():
+        out.append(f"**{problem}, {size}**")
+        out.append("")
+        out.append(f"| variant | what it does | time | {rs[0]['unit']} | % of roof | vs v1 |")
+        out.append("|---|---|---:|---:|---:|---:|")
+        for r in rs:
+            name = f"{r['variant']} (peer)" if r["peer"] else r["variant"]
+            out.append(f"| {name} | {r['name']} | {fmt_ms(r['time_ms'])} | {r['throughput']:.0f} | "
+                       f"{r['pct_roof']:.1f}% | {r['speedup_vs_v1']:.2f}× |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def best_summary(rows):
+    """One line for the README's stage table: the best variant and the peer, on the first problem."""
+    (problem, _), rs = next(iter(group_by_problem(rows).items()))
+    ours = max((r for r in rs if not r["peer"]), key=lambda r: r["pct_roof"])
+    text = f"{ours['variant']}: {ours['pct_roof']:.0f}% of roof ({ours['throughput']:.0f} {ours['unit']}, {problem})"
+    peers = [r for r in rs if r["peer"]]
+    if peers:
+        text += f"; {peers[0]['variant']}: {peers[0]['pct_roof']:.0f}%"
+    return text
+
+
+def newest_results():
+    """stage -> (gpu slug, rows): one GPU's results per stage (the first GPU folder that has it)."""
+    chosen = {}
+    for gpu, stage, path in result_sets(RESULTS):
+        chosen.setdefault(stage, (gpu, read_csv(path)))
+    return chosen
+
+
+def readme_stage_table(results):
+    out = ["| stage | idea | best variant vs roof or peer | measured on |", "|---|---|---|---|"]
+    for num, folder, idea in STAGES:
+        if num in results:
+            gpu, rows = results[num]
+            link = f"[{num} {folder[3:]}](stages/{folder}/README.md)"
+            out.append(f"| {link} | {idea} | {best_summary(rows)} | {rows[0]['gpu']} |")
+        else:
+            out.append(f"| {num} {folder[3:]} | {idea} | not built yet | |")
+    return "\n".join(out)
+
+
+def replace_between(text, tag, body, path):
+    pattern = re.compile(rf"(<!-- {tag} -->\n)(.*?)(\n<!-- /{tag} -->)", re.S)
+    if not pattern.search(text):
+        sys.exit(f"{path}: markers <!-- {tag} --> ... <!-- /{tag} --> not found")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(3), text)
+
+
+def tables(check):
+    results = newest_results()
+    edits = {}
+    readme = os.path.join(ROOT, "README.md")
+    edits[readme] = [("stages", readme_stage_table(results))]
+    for num, folder, _ in STAGES:
+        page = os.path.join(ROOT, "stages", folder, "README.md")
+        if num in results and os.path.exists(page):
+            edits[page] = [(f"results:stage{num}", stage_table(results[num][1]))]
+    stale = []
+    for path, subs in edits.items():
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+        new = old
+        for tag, body in subs:
+            new = replace_between(new, tag, body, path)
+        if new != old:
+            stale.append(os.path.relpath(path, ROOT))
+            if not check:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(new)
+    if check and stale:
+        sys.exit("results tables out of date with plots/results in: " + ", ".join(stale) +
+                 "\nrun: python3 plots/plot.py tables")
+    print(("checked" if check else "updated") + f" results tables in {len(edits)} pages" +
+          (f" (rewrote {', '.join(stale)})" if stale and not check else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("draw", help="draw one image per stage and GPU")
+    d.add_argument("--results", default=RESULTS)
+    d.add_argument("--out", default=IMAGES)
+    i = sub.add_parser("ingest", help="file stageNN.csv files under results/<gpu>/")
+    i.add_argument("dir")
+    t = sub.add_parser("tables", help="rewrite the measured tables in the pages")
+    t.add_argument("--check", action="store_true", help="only verify; exit 1 when out of date")
+    a = ap.parse_args()
+    if a.cmd == "draw":
+        draw(a.results, a.out)
+    elif a.cmd == "ingest":
+        ingest(a.dir)
+    else:
+        tables(a.check)
+
+
+if __name__ == "__main__":
+    main()
