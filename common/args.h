@@ -64,7 +64,13 @@ enum { WB_ARGS_OK = 0, WB_ARGS_HELP = 1, WB_ARGS_ERROR = 2 };
 
 /**
  * @brief Parse argv into `common` and the stage's `extra` options.
+ * @param argc, argv the program's arguments
+ * @param prog    the program (its variants, for --variant)
+ * @param common  receives the common options (defaults for those not given)
+ * @param extra   the stage's own options; their `dest` receive the values
+ * @param n_extra how many
  * @param err     receives a one-line message on WB_ARGS_ERROR
+ * @param err_len its size
  * @return WB_ARGS_OK, WB_ARGS_HELP (--help seen) or WB_ARGS_ERROR
  */
 int wb_parse_args(int argc, char **argv, const wb_program *prog, wb_common_opts *common,

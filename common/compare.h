@@ -37,13 +37,17 @@ typedef struct {
 
 /**
  * @brief Compare n floats with the reference.
+ * @param got        the GPU's results, copied to the host
+ * @param ref        the CPU reference
+ * @param n          elements
+ * @param tol        the tolerance
  * @param label      printed with mismatches ("v3 n=1000003")
  * @param max_print  how many mismatches to print to stderr (0: none)
  */
 wb_compare_result wb_compare_f32(const float *got, const float *ref, size_t n, wb_tolerance tol,
                                  const char *label, int max_print);
 
-/** @brief Compare one scalar result (a reduction), the same way as one element. */
+/** @brief Compare one scalar result (a reduction) with its reference, the same way as one element. */
 wb_compare_result wb_compare_scalar(double got, double ref, wb_tolerance tol, const char *label,
                                     int max_print);
 

@@ -45,10 +45,11 @@ int wb_device_has_cc(const wb_device *dev, int major, int minor)
     return dev->cc_major > major || (dev->cc_major == major && dev->cc_minor >= minor);
 }
 
+/** @brief One device-to-device copy, the work the roof measurement times. */
 typedef struct {
-    void *dst;
-    const void *src;
-    size_t bytes;
+    void *dst;        /**< destination */
+    const void *src;  /**< source */
+    size_t bytes;     /**< bytes copied */
 } copy_job;
 
 static const char *run_copy(void *ctx)

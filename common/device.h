@@ -67,7 +67,9 @@ void wb_device_print(const wb_device *dev, FILE *out);
  * @brief Blocks of `threads_per_block` threads that fill every SM once (SMs ×
  *        resident blocks per SM, from the occupancy calculator): the grid size of
  *        a grid-stride kernel.
- * @param kernel the __global__ function, cast to const void*
+ * @param kernel             the __global__ function, cast to const void*
+ * @param threads_per_block  its block size
+ * @param dynamic_smem_bytes its dynamic shared memory per block
  */
 int wb_blocks_to_fill_gpu(const void *kernel, int threads_per_block, size_t dynamic_smem_bytes);
 

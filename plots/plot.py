@@ -192,10 +192,10 @@ def readme_stage_table(results):
 
 
 def replace_between(text, tag, body, path):
-    pattern = re.compile(rf"(<!-- {tag} -->\n)(.*?)(\n<!-- /{tag} -->)", re.S)
+    pattern = re.compile(rf"(<!-- {tag} -->\n)(.*?)(<!-- /{tag} -->)", re.S)
     if not pattern.search(text):
         sys.exit(f"{path}: markers <!-- {tag} --> ... <!-- /{tag} --> not found")
-    return pattern.sub(lambda m: m.group(1) + body + m.group(3), text)
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
 
 
 def tables(check):

@@ -7,10 +7,14 @@
 
 /* Neumaier's variant of Kahan summation: c collects the low-order bits that each
  * addition to s loses, whichever of the two operands is larger. */
+/** @brief A running compensated sum. */
 typedef struct {
-    double s, c, abs_s;
+    double s;     /**< the running sum */
+    double c;     /**< the low-order bits s has lost so far */
+    double abs_s; /**< the running Σ|x| */
 } neumaier;
 
+/** @brief Add x to the running sum, keeping what the addition rounds away in c. */
 static void add(neumaier *acc, double x)
 {
     double t = acc->s + x;

@@ -15,6 +15,7 @@
 #include "cuda_check.h"
 #include "device.h"
 
+/** @brief Threads per block, short for the launches below. */
 #define T VECADD_THREADS_PER_BLOCK
 
 /* Grid limit of gridDim.x: 2^31 - 1 blocks. */
@@ -34,7 +35,7 @@ __global__ void vector_add_one_per_thread(const float *a, const float *b, float 
     if (i < n) c[i] = a[i] + b[i];
 }
 
-extern "C" const char *vecadd_one_per_thread(const void *a, const void *b, void *c, long long n)
+static const char *vecadd_one_per_thread(const void *a, const void *b, void *c, long long n)
 {
     long long blocks = (n + T - 1) / T;
     if (n < 1 || blocks > max_blocks) return "needs 1 <= n <= 2^31 * 256";
@@ -72,7 +73,7 @@ static int blocks_for(long long work_items, int fill)
     return (int)(needed < fill ? (needed > 0 ? needed : 1) : fill);
 }
 
-extern "C" const char *vecadd_grid_stride(const void *a, const void *b, void *c, long long n)
+static const char *vecadd_grid_stride(const void *a, const void *b, void *c, long long n)
 {
     static int fill = 0;
     if (n < 1) return "needs n >= 1";
@@ -107,7 +108,7 @@ __global__ void vector_add_float4(const float4 *a, const float4 *b, float4 *c, l
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-extern "C" const char *vecadd_float4(const void *a, const void *b, void *c, long long n)
+static const char *vecadd_float4(const void *a, const void *b, void *c, long long n)
 {
     static int fill = 0;
     if (n < 1) return "needs n >= 1";
@@ -145,7 +146,7 @@ __global__ void vector_add_half2(const uint4 *a, const uint4 *b, uint4 *c, long 
     if (tail < n) ((__half *)c)[tail] = __hadd(((const __half *)a)[tail], ((const __half *)b)[tail]);
 }
 
-extern "C" const char *vecadd_half2(const void *a, const void *b, void *c, long long n)
+static const char *vecadd_half2(const void *a, const void *b, void *c, long long n)
 {
     static int fill = 0;
     if (n < 1) return "needs n >= 1";

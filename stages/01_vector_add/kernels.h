@@ -28,11 +28,6 @@ typedef struct {
     vecadd_launch_fn launch; /**< its launcher */
 } vecadd_variant;
 
-const char *vecadd_one_per_thread(const void *a, const void *b, void *c, long long n);
-const char *vecadd_grid_stride(const void *a, const void *b, void *c, long long n);
-const char *vecadd_float4(const void *a, const void *b, void *c, long long n);
-const char *vecadd_half2(const void *a, const void *b, void *c, long long n);
-
 /** @brief The variants in teaching order. */
 extern const vecadd_variant vecadd_variants[];
 /** @brief How many there are. */

@@ -20,8 +20,8 @@
 #include "timing.h"
 #include "vector_add.h"
 
-/* 2^26 elements: 768 MiB moved per fp32 add, 15x the H100's 50 MiB L2 (192x the
- * T4's 4 MiB), so the timing measures DRAM, not the cache. */
+/** @brief The default size. 2^26 elements: 768 MiB moved per fp32 add, 15x the H100's 50 MiB L2 (192x the
+ *        T4's 4 MiB), so the timing measures DRAM, not the cache. */
 #define DEFAULT_N (1LL << 26)
 
 /* IEEE addition is correctly rounded on both sides, so results must match exactly. */
@@ -31,12 +31,23 @@ static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", NULL};
 
 /** Inputs, reference and device buffers of one problem size, in both precisions. */
 typedef struct {
-    long long n;
-    float *a, *b, *ref, *got;               /* host, fp32 */
-    uint16_t *a16, *b16, *ref16, *got16;    /* host, fp16 bits */
-    float *got16_f, *ref16_f;               /* fp16 results widened for comparison */
-    void *d_a, *d_b, *d_c;                  /* device, fp32 */
-    void *d_a16, *d_b16, *d_c16;            /* device, fp16 */
+    long long n;       /**< elements */
+    float *a;          /**< host input a, fp32 */
+    float *b;          /**< host input b, fp32 */
+    float *ref;        /**< CPU reference, fp32 */
+    float *got;        /**< GPU result copied back, fp32 */
+    uint16_t *a16;     /**< host input a, fp16 bits (a rounded) */
+    uint16_t *b16;     /**< host input b, fp16 bits */
+    uint16_t *ref16;   /**< CPU reference, fp16 bits */
+    uint16_t *got16;   /**< GPU result copied back, fp16 bits */
+    float *got16_f;    /**< got16 widened, for the comparison */
+    float *ref16_f;    /**< ref16 widened */
+    void *d_a;         /**< device a, fp32 */
+    void *d_b;         /**< device b, fp32 */
+    void *d_c;         /**< device c, fp32 */
+    void *d_a16;       /**< device a, fp16 */
+    void *d_b16;       /**< device b, fp16 */
+    void *d_c16;       /**< device c, fp16 */
 } problem;
 
 static void problem_init(problem *p, long long n, uint64_t seed)
@@ -83,8 +94,8 @@ static void problem_free(problem *p)
 
 /** What one run of a variant needs: the timer calls launch_variant with it. */
 typedef struct {
-    const vecadd_variant *v;
-    problem *p;
+    const vecadd_variant *v; /**< the variant */
+    problem *p;              /**< its data */
 } job;
 
 static const char *launch_variant(void *ctx)
@@ -191,6 +202,7 @@ static int check_sweep(const wb_common_opts *opt)
     return failed == 0 && checks > 0;
 }
 
+/** @brief Parse arguments, open the GPU (or exit 77), then --check or the timed table. */
 int main(int argc, char **argv)
 {
     long long n = DEFAULT_N;

@@ -29,18 +29,23 @@
 
 /** @brief Σ: identity 0, combine by +. */
 struct SumOp {
+    /** @brief 0: the sum of nothing. */
     static __device__ __forceinline__ float identity() { return 0.0f; }
+    /** @brief a + b. */
     static __device__ __forceinline__ float combine(float a, float b) { return a + b; }
 };
 
 /** @brief max: identity −∞, combine by fmaxf. */
 struct MaxOp {
+    /** @brief −∞: the max of nothing (0 would be wrong for all-negative data). */
     static __device__ __forceinline__ float identity() { return -INFINITY; }
+    /** @brief The larger of a and b. */
     static __device__ __forceinline__ float combine(float a, float b) { return fmaxf(a, b); }
 };
 
-/** @brief Widen an element to the fp32 accumulator. */
+/** @brief Widen an element to the fp32 accumulator: a float is already there... */
 static __device__ __forceinline__ float to_float(float x) { return x; }
+/** @brief ... an fp16 value is converted exactly (every fp16 is a float). */
 static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
 /**
@@ -111,6 +116,7 @@ static __device__ __forceinline__ void atomic_combine(MaxOp, float *addr, float 
         atomicMin((unsigned int *)addr, __float_as_uint(v));
 }
 
+/** @brief Set the result to the identity before v1's atomics combine into it. */
 template <typename Op>
 __global__ void store_identity(float *out) { *out = Op::identity(); }
 
@@ -130,9 +136,9 @@ __global__ void reduce_atomic_per_element(const T *x, long long n, float *out)
     if (i < n) atomic_combine(Op(), out, to_float(x[i]));
 }
 
-extern "C" size_t reduce_atomic_workspace(reduce_op, wb_dtype, long long) { return 0; }
+static size_t reduce_atomic_workspace(reduce_op, wb_dtype, long long) { return 0; }
 
-extern "C" const char *reduce_atomic(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
+static const char *reduce_atomic(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
                                      void *, size_t)
 {
     if (n < 1) return "needs n >= 1";
@@ -152,6 +158,7 @@ extern "C" const char *reduce_atomic(reduce_op op, wb_dtype dtype, const void *x
  * same kernel runs again over the partials until one value is left. No atomics.
  * ------------------------------------------------------------------------- */
 
+/** @brief Threads per block of the tree variants, short. */
 #define TREE REDUCE_TREE_THREADS
 
 /**
@@ -209,9 +216,9 @@ __global__ void reduce_smem_interleaved(const T *x, long long n, float *partial)
     if (tid == 0) partial[blockIdx.x] = s[0];
 }
 
-extern "C" size_t reduce_interleaved_workspace(reduce_op, wb_dtype, long long n) { return tree_workspace(n, TREE); }
+static size_t reduce_interleaved_workspace(reduce_op, wb_dtype, long long n) { return tree_workspace(n, TREE); }
 
-extern "C" const char *reduce_interleaved(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
+static const char *reduce_interleaved(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
                                           void *ws, size_t ws_bytes)
 {
     if (n < 1) return "needs n >= 1";
@@ -247,9 +254,9 @@ __global__ void reduce_smem_sequential(const T *x, long long n, float *partial)
     if (tid == 0) partial[blockIdx.x] = s[0];
 }
 
-extern "C" size_t reduce_sequential_workspace(reduce_op, wb_dtype, long long n) { return tree_workspace(n, TREE); }
+static size_t reduce_sequential_workspace(reduce_op, wb_dtype, long long n) { return tree_workspace(n, TREE); }
 
-extern "C" const char *reduce_sequential(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
+static const char *reduce_sequential(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
                                          void *ws, size_t ws_bytes)
 {
     if (n < 1) return "needs n >= 1";
@@ -291,9 +298,9 @@ __global__ void reduce_load_two_then_shuffle(const T *x, long long n, float *par
     }
 }
 
-extern "C" size_t reduce_load_two_workspace(reduce_op, wb_dtype, long long n) { return tree_workspace(n, 2 * TREE); }
+static size_t reduce_load_two_workspace(reduce_op, wb_dtype, long long n) { return tree_workspace(n, 2 * TREE); }
 
-extern "C" const char *reduce_load_two(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
+static const char *reduce_load_two(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
                                        void *ws, size_t ws_bytes)
 {
     if (n < 1) return "needs n >= 1";
@@ -311,6 +318,7 @@ extern "C" const char *reduce_load_two(reduce_op op, wb_dtype dtype, const void 
  * many elements in a register; two passes, no atomics: deterministic.
  * ------------------------------------------------------------------------- */
 
+/** @brief Threads per block of the grid-stride variants, short. */
 #define GRID REDUCE_GRID_THREADS
 
 /**
@@ -352,14 +360,14 @@ static void finish_partials(const float *partial, int count, float *out)
     WB_CHECK_LAUNCH("reduce_grid_stride (second pass)");
 }
 
-extern "C" size_t reduce_grid_stride_workspace(reduce_op op, wb_dtype dtype, long long n)
+static size_t reduce_grid_stride_workspace(reduce_op op, wb_dtype dtype, long long n)
 {
     return dispatch(op, dtype, [&](auto t, auto o) {
         return (size_t)grid_stride_blocks<decltype(t), decltype(o)>(n) * sizeof(float);
     });
 }
 
-extern "C" const char *reduce_grid_stride_two_pass(reduce_op op, wb_dtype dtype, const void *x, long long n,
+static const char *reduce_grid_stride_two_pass(reduce_op op, wb_dtype dtype, const void *x, long long n,
                                                    float *out, void *ws, size_t ws_bytes)
 {
     if (n < 1) return "needs n >= 1";
@@ -445,14 +453,14 @@ static int vectorized_blocks(long long n)
     return (int)(want < 1 ? 1 : want < fill ? want : fill);
 }
 
-extern "C" size_t reduce_vectorized_workspace(reduce_op op, wb_dtype dtype, long long n)
+static size_t reduce_vectorized_workspace(reduce_op op, wb_dtype dtype, long long n)
 {
     return dispatch(op, dtype, [&](auto t, auto o) {
         return (size_t)vectorized_blocks<decltype(t), decltype(o)>(n) * sizeof(float);
     });
 }
 
-extern "C" const char *reduce_vectorized_two_pass(reduce_op op, wb_dtype dtype, const void *x, long long n,
+static const char *reduce_vectorized_two_pass(reduce_op op, wb_dtype dtype, const void *x, long long n,
                                                   float *out, void *ws, size_t ws_bytes)
 {
     if (n < 1) return "needs n >= 1";
@@ -475,6 +483,7 @@ extern "C" const char *reduce_vectorized_two_pass(reduce_op op, wb_dtype dtype, 
 
 /** @brief fp16 → fp32 on the fly, so CUB accumulates fp16 input in fp32 as our variants do. */
 struct HalfToFloat {
+    /** @brief h widened to fp32. */
     __device__ float operator()(__half h) const { return __half2float(h); }
 };
 
@@ -491,14 +500,14 @@ static cudaError_t cub_reduce(reduce_op op, wb_dtype dtype, const void *x, long 
                                               cuda::maximum<float>(), HalfToFloat(), -INFINITY);
 }
 
-extern "C" size_t reduce_cub_workspace(reduce_op op, wb_dtype dtype, long long n)
+static size_t reduce_cub_workspace(reduce_op op, wb_dtype dtype, long long n)
 {
     size_t bytes = 0;
     WB_CUDA_CHECK(cub_reduce(op, dtype, NULL, n, NULL, NULL, &bytes));
     return bytes;
 }
 
-extern "C" const char *reduce_cub(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out, void *ws,
+static const char *reduce_cub(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out, void *ws,
                                   size_t ws_bytes)
 {
     if (n < 1) return "needs n >= 1";

@@ -26,7 +26,13 @@ typedef enum {
 
 /**
  * @brief A launcher: enqueue out[0] = op(x[0..n)) with x of type dtype, accumulating in fp32.
- * @param workspace scratch of at least workspace_bytes(op, dtype, n) bytes, device memory
+ * @param op              sum or max
+ * @param dtype           element type of x
+ * @param x               the input, device memory
+ * @param n               elements, at least 1
+ * @param out             the one result, device memory
+ * @param workspace       scratch of at least workspace_bytes(op, dtype, n) bytes, device memory
+ * @param workspace_bytes its size
  * @return NULL when launched, or why the variant cannot take these arguments
  */
 typedef const char *(*reduce_launch_fn)(reduce_op op, wb_dtype dtype, const void *x, long long n,

@@ -21,12 +21,12 @@
 #include "rng.h"
 #include "timing.h"
 
-/* 2^27 elements: 512 MiB of fp32 (256 MiB of fp16) read per reduction, 10x the
- * H100's L2, so the timing measures DRAM, and a launch's few microseconds are a
- * small fraction of the ~170 µs a pass takes at 3 TB/s. */
+/** @brief The default size. 2^27 elements: 512 MiB of fp32 (256 MiB of fp16) read per reduction, 10x the
+ *        H100's L2, so the timing measures DRAM, and a launch's few microseconds are a
+ *        small fraction of the ~170 µs a pass takes at 3 TB/s. */
 #define DEFAULT_N (1LL << 27)
 
-/* Runs of each deterministic variant whose results must agree to the bit. */
+/** @brief Runs of each deterministic variant whose results must agree to the bit. */
 #define DETERMINISM_RUNS 10
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "cub", NULL};
@@ -45,17 +45,17 @@ static const char *const dataset_names[] = {"integers", "uniform", "planted max"
 
 /** One input set on host and device, with its reference and tolerance. */
 typedef struct {
-    reduce_op op;
-    wb_dtype dtype;
-    long long n;
-    float *x;        /* host, fp32 values (for fp16: the values after rounding) */
-    uint16_t *x16;   /* host, fp16 bits */
-    void *d_x;       /* device, dtype */
-    float *d_out;    /* device, the one result */
-    void *d_ws;      /* device, workspace for every variant */
-    size_t ws_bytes;
-    double ref;      /* CPU reference */
-    wb_tolerance tol;
+    reduce_op op;      /**< sum or max */
+    wb_dtype dtype;    /**< input type */
+    long long n;       /**< elements */
+    float *x;          /**< host input as fp32 (for fp16: the values after rounding) */
+    uint16_t *x16;     /**< host input, fp16 bits */
+    void *d_x;         /**< device input, of type dtype */
+    float *d_out;      /**< device, the one result */
+    void *d_ws;        /**< device workspace, large enough for every variant */
+    size_t ws_bytes;   /**< its size */
+    double ref;        /**< CPU reference */
+    wb_tolerance tol;  /**< the check's tolerance for this input set */
 } problem;
 
 static void make_data(problem *p, dataset d, uint64_t seed)
@@ -124,8 +124,8 @@ static void problem_free(problem *p)
 }
 
 typedef struct {
-    const reduce_variant *v;
-    problem *p;
+    const reduce_variant *v; /**< the variant */
+    problem *p;              /**< its data */
 } job;
 
 static const char *launch_variant(void *ctx)
@@ -225,6 +225,7 @@ static int check_problem(const wb_common_opts *opt, problem *p, dataset d, int *
     return failed;
 }
 
+/** @brief Parse arguments, open the GPU (or exit 77), then --check or the timed table. */
 int main(int argc, char **argv)
 {
     long long n = DEFAULT_N;
