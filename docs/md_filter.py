@@ -25,7 +25,7 @@ def main():
         if re.match(r"[a-z]+://|#|/", target):
             return m.group(0)
         resolved = os.path.relpath(os.path.normpath(os.path.join(here, target)), ROOT)
-        if resolved.startswith("plots/images/") or resolved.startswith("docs/images/"):
+        if resolved.startswith("plots/images/"):
             resolved = os.path.basename(resolved)  # images are found through IMAGE_PATH
         elif re.search(r"\.(c|h|cu)$", resolved):
             resolved = "@ref " + resolved  # a source file: its documentation page
