@@ -153,7 +153,7 @@ def stage_table(rows):
         out.append(f"| variant | what it does | time | {rs[0]['unit']} | % of roof | vs v1 |")
         out.append("|---|---|---:|---:|---:|---:|")
         for r in rs:
-            name = f"{r['variant']} (peer)" if r["peer"] else r["variant"]
+            name = f"{r['variant']} (peer)" if r["peer"] and "peer" not in r["name"] else r["variant"]
             out.append(f"| {name} | {r['name']} | {fmt_ms(r['time_ms'])} | {r['throughput']:.0f} | "
                        f"{r['pct_roof']:.1f}% | {r['speedup_vs_v1']:.2f}× |")
         out.append("")
