@@ -106,13 +106,19 @@ __global__ void vector_add_float4(const float4 *a, const float4 *b, float4 *c, l
     if (tail < n) ((float *)c)[tail] = ((const float *)a)[tail] + ((const float *)b)[tail];
 }
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+/* The contract of the 16-byte variants: n >= 1 and every pointer 16-byte aligned. */
+static const char *check_vec16_contract(const void *a, const void *b, const void *c, long long n)
+{
+    if (n < 1) return "needs n >= 1";
+    if ((((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) != 0) return "needs a, b, c aligned to 16 bytes";
+    return NULL;
+}
 
 static const char *vecadd_float4(const void *a, const void *b, void *c, long long n)
 {
     static int fill = 0;
-    if (n < 1) return "needs n >= 1";
-    if (!aligned16(a) || !aligned16(b) || !aligned16(c)) return "needs a, b, c aligned to 16 bytes";
+    const char *why = check_vec16_contract(a, b, c, n);
+    if (why) return why;
     int blocks = blocks_for(n / 4 + 1, fill_blocks((const void *)vector_add_float4, &fill));
     vector_add_float4<<<blocks, T>>>((const float4 *)a, (const float4 *)b, (float4 *)c, n);
     WB_CHECK_LAUNCH("vector_add_float4");
@@ -149,8 +155,8 @@ __global__ void vector_add_half2(const uint4 *a, const uint4 *b, uint4 *c, long 
 static const char *vecadd_half2(const void *a, const void *b, void *c, long long n)
 {
     static int fill = 0;
-    if (n < 1) return "needs n >= 1";
-    if (!aligned16(a) || !aligned16(b) || !aligned16(c)) return "needs a, b, c aligned to 16 bytes";
+    const char *why = check_vec16_contract(a, b, c, n);
+    if (why) return why;
     int blocks = blocks_for(n / 8 + 1, fill_blocks((const void *)vector_add_half2, &fill));
     vector_add_half2<<<blocks, T>>>((const uint4 *)a, (const uint4 *)b, (uint4 *)c, n);
     WB_CHECK_LAUNCH("vector_add_half2");

@@ -15,6 +15,7 @@
 #include "device.h"
 #include "fp16.h"
 #include "kernels.h"
+#include "measure.h"
 #include "report.h"
 #include "rng.h"
 #include "timing.h"
@@ -106,8 +107,9 @@ static const char *launch_variant(void *ctx)
 }
 
 /** Poison the output, run once, compare every element with the reference. */
-static const char *run_and_check(job *j, wb_compare_result *res)
+static const char *run_and_check(void *ctx, wb_compare_result *res)
 {
+    job *j = (job *)ctx;
     problem *p = j->p;
     size_t un = (size_t)p->n;
     int half = j->v->dtype == WB_F16;
@@ -145,20 +147,9 @@ static int bench(wb_device *dev, const wb_common_opts *opt, long long n)
         job j = {&vecadd_variants[i], &p};
         wb_row row = {.problem = "c = a + b", .size = size, .variant = j.v->id, .what = j.v->what,
                       .unit = "GB/s", .roof = dev->copy_gbps};
-        wb_compare_result before, after;
-        const char *why = run_and_check(&j, &before);
-        if (!why) why = wb_time_runs(dev, launch_variant, &j, (int)opt->warmup, (int)opt->iters, &row.time);
-        if (!why) why = run_and_check(&j, &after); /* a race or a run-once kernel shows up here */
-        if (why) {
-            row.status = WB_ROW_REJECTED;
-            row.note = why;
-        } else {
-            double bytes = 3.0 * (double)n * (double)wb_dtype_bytes(j.v->dtype);
-            row.throughput = bytes / (row.time.median_ms * 1e-3) / 1e9;
-            row.max_err = before.max_abs_err > after.max_abs_err ? before.max_abs_err : after.max_abs_err;
-            row.err_over_tol = before.worst_frac > after.worst_frac ? before.worst_frac : after.worst_frac;
-            row.ok = before.ok && after.ok;
-        }
+        wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
+        double bytes = 3.0 * (double)n * (double)wb_dtype_bytes(j.v->dtype); /* read a, b; write c */
+        row.throughput = wb_gbps(bytes, row.time.median_ms);
         wb_report_add(&rep, &row);
     }
     problem_free(&p);

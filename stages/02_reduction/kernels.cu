@@ -161,6 +161,13 @@ static const char *reduce_atomic(reduce_op op, wb_dtype dtype, const void *x, lo
 /** @brief Threads per block of the tree variants, short. */
 #define TREE REDUCE_TREE_THREADS
 
+/* Two partial buffers: ceil(n/E) floats, then ceil(n/E/E). */
+static size_t tree_workspace(long long n, int elems_per_block)
+{
+    long long b1 = ceil_div(n, elems_per_block);
+    return (size_t)(b1 + ceil_div(b1, elems_per_block)) * sizeof(float);
+}
+
 /**
  * @brief Run `first` over x, then `rest` over the partials, pass after pass, until
  *        one value is left in out. Workspace: two partial buffers used in turn.
@@ -168,8 +175,10 @@ static const char *reduce_atomic(reduce_op op, wb_dtype dtype, const void *x, lo
 template <typename T>
 static const char *tree_passes(void (*first)(const T *, long long, float *),
                                void (*rest)(const float *, long long, float *), int elems_per_block,
-                               const T *x, long long n, float *out, float *workspace)
+                               const T *x, long long n, float *out, float *workspace, size_t workspace_bytes)
 {
+    if (n < 1) return "needs n >= 1";
+    if (workspace_bytes < tree_workspace(n, elems_per_block)) return "workspace too small";
     long long blocks = ceil_div(n, elems_per_block);
     float *buf[2] = {workspace, workspace + blocks};
     first<<<(unsigned)blocks, TREE>>>(x, n, blocks == 1 ? out : buf[0]);
@@ -183,13 +192,6 @@ static const char *tree_passes(void (*first)(const T *, long long, float *),
         cur = 1 - cur;
     }
     return NULL;
-}
-
-/* Two partial buffers: ceil(n/E) floats, then ceil(n/E/E). */
-static size_t tree_workspace(long long n, int elems_per_block)
-{
-    long long b1 = ceil_div(n, elems_per_block);
-    return (size_t)(b1 + ceil_div(b1, elems_per_block)) * sizeof(float);
 }
 
 /**
@@ -221,13 +223,11 @@ static size_t reduce_interleaved_workspace(reduce_op, wb_dtype, long long n) { r
 static const char *reduce_interleaved(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
                                           void *ws, size_t ws_bytes)
 {
-    if (n < 1) return "needs n >= 1";
-    if (ws_bytes < tree_workspace(n, TREE)) return "workspace too small";
     return dispatch(op, dtype, [&](auto t, auto o) {
         using T = decltype(t);
         using Op = decltype(o);
         return tree_passes<T>(reduce_smem_interleaved<T, Op>, reduce_smem_interleaved<float, Op>, TREE,
-                              (const T *)x, n, out, (float *)ws);
+                              (const T *)x, n, out, (float *)ws, ws_bytes);
     });
 }
 
@@ -259,13 +259,11 @@ static size_t reduce_sequential_workspace(reduce_op, wb_dtype, long long n) { re
 static const char *reduce_sequential(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
                                          void *ws, size_t ws_bytes)
 {
-    if (n < 1) return "needs n >= 1";
-    if (ws_bytes < tree_workspace(n, TREE)) return "workspace too small";
     return dispatch(op, dtype, [&](auto t, auto o) {
         using T = decltype(t);
         using Op = decltype(o);
         return tree_passes<T>(reduce_smem_sequential<T, Op>, reduce_smem_sequential<float, Op>, TREE,
-                              (const T *)x, n, out, (float *)ws);
+                              (const T *)x, n, out, (float *)ws, ws_bytes);
     });
 }
 
@@ -303,13 +301,11 @@ static size_t reduce_load_two_workspace(reduce_op, wb_dtype, long long n) { retu
 static const char *reduce_load_two(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out,
                                        void *ws, size_t ws_bytes)
 {
-    if (n < 1) return "needs n >= 1";
-    if (ws_bytes < tree_workspace(n, 2 * TREE)) return "workspace too small";
     return dispatch(op, dtype, [&](auto t, auto o) {
         using T = decltype(t);
         using Op = decltype(o);
         return tree_passes<T>(reduce_load_two_then_shuffle<T, Op>, reduce_load_two_then_shuffle<float, Op>,
-                              2 * TREE, (const T *)x, n, out, (float *)ws);
+                              2 * TREE, (const T *)x, n, out, (float *)ws, ws_bytes);
     });
 }
 

@@ -16,6 +16,7 @@
 #include "device.h"
 #include "fp16.h"
 #include "kernels.h"
+#include "measure.h"
 #include "reduce.h"
 #include "report.h"
 #include "rng.h"
@@ -136,7 +137,7 @@ static const char *launch_variant(void *ctx)
 }
 
 /** Poison the result, run once, compare with the reference; *bits gets the result's bits. */
-static const char *run_and_check(job *j, wb_compare_result *res, uint32_t *bits)
+static const char *run_and_check_bits(job *j, wb_compare_result *res, uint32_t *bits)
 {
     wb_poison(j->p->d_out, sizeof(float));
     const char *why = launch_variant(j);
@@ -148,6 +149,13 @@ static const char *run_and_check(job *j, wb_compare_result *res, uint32_t *bits)
     snprintf(label, sizeof label, "%s n=%lld", j->v->id, j->p->n);
     *res = wb_compare_scalar(got, j->p->ref, j->p->tol, label, 1);
     return NULL;
+}
+
+/** run_and_check_bits as the common measuring step wants it. */
+static const char *run_and_check(void *ctx, wb_compare_result *res)
+{
+    uint32_t bits;
+    return run_and_check_bits((job *)ctx, res, &bits);
 }
 
 static const char *problem_name(reduce_op op, wb_dtype dtype)
@@ -169,21 +177,9 @@ static void bench_problem(const wb_device *dev, const wb_common_opts *opt, probl
         job j = {&reduce_variants[i], p};
         wb_row row = {.problem = problem_name(p->op, p->dtype), .size = size, .variant = j.v->id,
                       .what = j.v->what, .is_peer = j.v->is_peer, .unit = "GB/s", .roof = dev->copy_gbps};
-        wb_compare_result before, after;
-        uint32_t bits;
-        const char *why = run_and_check(&j, &before, &bits);
-        if (!why) why = wb_time_runs(dev, launch_variant, &j, (int)opt->warmup, (int)opt->iters, &row.time);
-        if (!why) why = run_and_check(&j, &after, &bits);
-        if (why) {
-            row.status = WB_ROW_REJECTED;
-            row.note = why;
-        } else {
-            double bytes = (double)p->n * (double)wb_dtype_bytes(p->dtype); /* read once; one float written */
-            row.throughput = bytes / (row.time.median_ms * 1e-3) / 1e9;
-            row.max_err = fmax(before.max_abs_err, after.max_abs_err);
-            row.err_over_tol = fmax(before.worst_frac, after.worst_frac);
-            row.ok = before.ok && after.ok;
-        }
+        wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
+        double bytes = (double)p->n * (double)wb_dtype_bytes(p->dtype); /* read once; one float written */
+        row.throughput = wb_gbps(bytes, row.time.median_ms);
         wb_report_add(rep, &row);
     }
 }
@@ -206,7 +202,7 @@ static int check_problem(const wb_common_opts *opt, problem *p, dataset d, int *
         const char *why = NULL;
         for (int r = 0; r < runs && !why; ++r) {
             wb_compare_result res;
-            why = run_and_check(&j, &res, &bits);
+            why = run_and_check_bits(&j, &res, &bits);
             if (why) break;
             if (r == 0) first_bits = bits;
             ok = ok && res.ok;
