@@ -7,8 +7,10 @@
 #include <stdlib.h>
 
 #include "fp16.h"
+#include "layernorm.h"
 #include "reduce.h"
 #include "rng.h"
+#include "softmax.h"
 #include "test_util.h"
 #include "vector_add.h"
 
@@ -89,8 +91,78 @@ static void test_max(void)
     EXPECT(ref_max_f16(h, 3) == 2.5f);
 }
 
+static void test_softmax(void)
+{
+    /* known values: softmax(0, ln 3) = (1/4, 3/4); a one-element row is 1 */
+    float x[2] = {0.0f, (float)log(3.0)}, y[2];
+    ref_softmax(x, y, 1, 2);
+    EXPECT(fabsf(y[0] - 0.25f) < 1e-7f && fabsf(y[1] - 0.75f) < 1e-7f);
+    float one = -123.0f, y1;
+    ref_softmax(&one, &y1, 1, 1);
+    EXPECT(y1 == 1.0f);
+
+    /* properties on random rows: sums to 1, all in [0, 1], invariant under a shift */
+    enum { R = 4, C = 1000 };
+    static float a[R * C], b[R * C], ya[R * C], yb[R * C];
+    wb_fill_int_f32(a, R * C, -1280, 1280, 5);
+    for (int i = 0; i < R * C; ++i) a[i] /= 64.0f, b[i] = a[i] + 256.0f * (float)(i / C); /* both exact */
+    ref_softmax(a, ya, R, C);
+    ref_softmax(b, yb, R, C);
+    for (int r = 0; r < R; ++r) {
+        double s = 0;
+        for (int j = 0; j < C; ++j) {
+            s += ya[r * C + j];
+            EXPECT(ya[r * C + j] >= 0.0f && ya[r * C + j] <= 1.0f);
+        }
+        EXPECT(fabs(s - 1.0) < 1e-5);
+    }
+    int differ = 0;
+    for (int i = 0; i < R * C; ++i) differ += fabsf(ya[i] - yb[i]) > 1e-6f * ya[i];
+    EXPECT(differ == 0);
+
+    /* huge values do not overflow; masked entries get 0; a fully masked row is all zeros */
+    float h[3] = {1e30f, -1e30f, 0.0f}, yh[3];
+    ref_softmax(h, yh, 1, 3);
+    EXPECT(yh[0] == 1.0f && yh[1] == 0.0f && yh[2] == 0.0f);
+    float m[6] = {1.0f, -INFINITY, 1.0f, -INFINITY, -INFINITY, -INFINITY}, ym[6];
+    ref_softmax(m, ym, 2, 3);
+    EXPECT(ym[0] == 0.5f && ym[1] == 0.0f && ym[2] == 0.5f);
+    EXPECT(ym[3] == 0.0f && ym[4] == 0.0f && ym[5] == 0.0f);
+}
+
+static void test_layernorm(void)
+{
+    /* known values: (1, 2, 3) has mean 2, var 2/3 */
+    float x[3] = {1.0f, 2.0f, 3.0f}, w[3] = {1.0f, 1.0f, 2.0f}, b[3] = {0.0f, 0.5f, 0.0f}, y[3], mean, rstd;
+    ref_layernorm(x, w, b, 0.0f, y, &mean, &rstd, 1, 3);
+    double s = sqrt(1.5);
+    EXPECT(mean == 2.0f && fabs(rstd - s) < 1e-6);
+    EXPECT(fabs(y[0] + s) < 1e-6 && fabs(y[1] - 0.5) < 1e-6 && fabs(y[2] - 2 * s) < 1e-6);
+
+    /* properties: with w = 1, b = 0 each row has mean 0 and variance var/(var + eps) */
+    enum { R = 3, C = 768 };
+    static float a[R * C], ones[C], zeros[C], out[R * C], means[R], rstds[R];
+    wb_fill_uniform_f32(a, R * C, 40.0f, 60.0f, 6); /* a large mean: the two-pass form must not cancel */
+    for (int j = 0; j < C; ++j) ones[j] = 1.0f, zeros[j] = 0.0f;
+    ref_layernorm(a, ones, zeros, 1e-5f, out, means, rstds, R, C);
+    for (int r = 0; r < R; ++r) {
+        double mu = 0, var = 0;
+        for (int j = 0; j < C; ++j) mu += out[r * C + j];
+        mu /= C;
+        for (int j = 0; j < C; ++j) var += (out[r * C + j] - mu) * (out[r * C + j] - mu);
+        var /= C;
+        EXPECT(fabs(mu) < 1e-5 && fabs(var - 1.0) < 1e-4);
+        EXPECT(means[r] > 49.0f && means[r] < 51.0f);
+    }
+    /* a constant row has variance 0: y = b, rstd = 1/sqrt(eps) */
+    float c[4] = {7.0f, 7.0f, 7.0f, 7.0f}, cw[4] = {1, 2, 3, 4}, cb[4] = {0.1f, 0.2f, 0.3f, 0.4f}, cy[4];
+    ref_layernorm(c, cw, cb, 1e-5f, cy, &mean, &rstd, 1, 4);
+    EXPECT(cy[0] == 0.1f && cy[3] == 0.4f && fabs(rstd - 1.0 / sqrt(1e-5)) < 1e-2);
+}
+
 int main(int argc, char **argv)
 {
-    const wb_test_group groups[] = {{"vector_add", test_vector_add}, {"sum", test_sum}, {"max", test_max}};
+    const wb_test_group groups[] = {{"vector_add", test_vector_add}, {"sum", test_sum}, {"max", test_max},
+                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}};
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

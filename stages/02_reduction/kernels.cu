@@ -20,28 +20,13 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include "block_reduce.cuh"
 #include "cuda_check.h"
 #include "device.h"
 
 /* ---------------------------------------------------------------------------
  * The pieces every variant shares.
  * ------------------------------------------------------------------------- */
-
-/** @brief Σ: identity 0, combine by +. */
-struct SumOp {
-    /** @brief 0: the sum of nothing. */
-    static __device__ __forceinline__ float identity() { return 0.0f; }
-    /** @brief a + b. */
-    static __device__ __forceinline__ float combine(float a, float b) { return a + b; }
-};
-
-/** @brief max: identity −∞, combine by fmaxf. */
-struct MaxOp {
-    /** @brief −∞: the max of nothing (0 would be wrong for all-negative data). */
-    static __device__ __forceinline__ float identity() { return -INFINITY; }
-    /** @brief The larger of a and b. */
-    static __device__ __forceinline__ float combine(float a, float b) { return fmaxf(a, b); }
-};
 
 /** @brief Widen an element to the fp32 accumulator: a float is already there... */
 static __device__ __forceinline__ float to_float(float x) { return x; }
@@ -60,41 +45,6 @@ static auto dispatch(reduce_op op, wb_dtype dtype, F f)
 }
 
 static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
-
-/**
- * @brief Reduce a warp's 32 values with shuffles: after 5 steps lane 0 holds the result.
- *
- * __shfl_down_sync reads a register of another lane directly: no shared memory, no
- * __syncthreads, one instruction per step (SHFL) instead of a store, a barrier and
- * a load.
- */
-template <typename Op>
-static __device__ __forceinline__ float warp_reduce(float v)
-{
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) v = Op::combine(v, __shfl_down_sync(0xffffffffu, v, offset));
-    return v;
-}
-
-/**
- * @brief Reduce a block's values (blockDim.x a multiple of 32): each warp by
- *        shuffles, the warps' results through 32 floats of shared memory, then warp 0
- *        by shuffles again. The result is valid in thread 0.
- */
-template <typename Op>
-static __device__ __forceinline__ float block_reduce(float v)
-{
-    __shared__ float warp_results[32];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    v = warp_reduce<Op>(v);
-    if (lane == 0) warp_results[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < (int)(blockDim.x / 32) ? warp_results[lane] : Op::identity();
-        v = warp_reduce<Op>(v);
-    }
-    return v;
-}
 
 /* ---------------------------------------------------------------------------
  * v1 — one global atomic per element.
