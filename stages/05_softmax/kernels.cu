@@ -188,7 +188,15 @@ __global__ void softmax_online(const T *x, T *y, int cols)
     const T *xr = x + (long long)blockIdx.x * cols;
     T *yr = y + (long long)blockIdx.x * cols;
     MaxSum acc = {-INFINITY, 0.0f};
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) acc = merge(acc, MaxSum{load(xr, j), 1.0f});
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+        float v = load(xr, j);
+        if (v > acc.m) { /* a new max: rescale the sum so far, then count exp(v − v) = 1 */
+            acc.d = acc.d * expf(acc.m - v) + 1.0f;
+            acc.m = v;
+        } else if (v > -INFINITY) { /* one exp per element; masked entries add 0 */
+            acc.d += expf(v - acc.m);
+        }
+    }
     acc = block_merge(acc);
     float shift = safe_shift(acc.m), inv = safe_inverse(acc.d);
     for (int j = threadIdx.x; j < cols; j += blockDim.x) store(yr, j, expf(load(xr, j) - shift) * inv);
@@ -214,13 +222,16 @@ static const char *softmax_v3(wb_dtype dtype, const void *x, void *y, int rows, 
  * row once into registers, in vectors of V elements (16 bytes), and keeps it there.
  * ------------------------------------------------------------------------- */
 
-/** @brief Load V elements at p (16-byte aligned when V > 1) into out[0..V) as fp32. */
+/** @brief Load V floats at p (16-byte aligned when V > 1) into out[0..V), 16 bytes per load. */
 template <int V>
 static __device__ __forceinline__ void load_vec(const float *p, float *out)
 {
-    if constexpr (V == 4) {
-        float4 q = *reinterpret_cast<const float4 *>(p);
-        out[0] = q.x, out[1] = q.y, out[2] = q.z, out[3] = q.w;
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < V; k += 4) {
+            float4 q = *reinterpret_cast<const float4 *>(p + k);
+            out[k] = q.x, out[k + 1] = q.y, out[k + 2] = q.z, out[k + 3] = q.w;
+        }
     } else {
         out[0] = *p;
     }
@@ -561,12 +572,15 @@ __global__ void layernorm_registers(const T *x, const float *w, const float *b, 
         }
     float r = rsqrtf(group_allreduce<SumOp, G>(q) / cols + eps);
 #pragma unroll
-    for (int c = 0; c < ELEMS / V; ++c)
+    for (int c = 0; c < ELEMS / V; ++c) {
+        int j = (c * G + t) * V;
+        if (j >= cols) continue;
+        float wv[V], bv[V]; /* weight and bias with the same 16-byte loads (they stay in L1/L2) */
+        load_vec<V>(w + j, wv);
+        load_vec<V>(b + j, bv);
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-            int j = (c * G + t) * V + k;
-            if ((c * G + t) * V < cols) v[c * V + k] = (v[c * V + k] - mu) * r * w[j] + b[j];
-        }
+        for (int k = 0; k < V; ++k) v[c * V + k] = (v[c * V + k] - mu) * r * wv[k] + bv[k];
+    }
     store_row<T, V, ELEMS, G>(y + (long long)row * cols, cols, t, v);
     if (t == 0) mean[row] = mu, rstd[row] = r;
 }

@@ -36,7 +36,7 @@ typedef enum { OP_SOFTMAX, OP_LAYERNORM } op_kind;
  * fp32, ±3e4 in fp16) among ordinary ones; rows of equal values; a causal mask
  * (−∞ right of the diagonal) with the last row entirely −∞. LayerNorm: ordinary
  * values; a large mean against a small spread (50 ± 1: E[x²] − E[x]² would cancel);
- * rows of equal values (variance 0).
+ * rows of equal values (variance 0: y must equal the bias, with no NaN from 1/sqrt).
  */
 typedef enum { DATA_UNIFORM, DATA_HUGE, DATA_EQUAL_ROWS, DATA_CAUSAL_MASK, DATA_OFFSET } dataset;
 static const char *const dataset_names[] = {"uniform", "huge values", "equal rows", "causal mask", "mean 50"};
@@ -113,7 +113,9 @@ static void make_data(problem *p, dataset d, uint64_t seed)
     float huge = p->dtype == WB_F16 ? 3e4f : 1e30f;
     for (int i = 0; i < p->rows; ++i) {
         float *row = p->x + (size_t)i * p->cols;
-        float c = wb_rng_uniform(&r, -4.0f, 4.0f);
+        /* a multiple of 1/8: sums of a row of them are exact in fp32, so every
+         * variant's mean is exactly c and y must be exactly the bias */
+        float c = (float)wb_rng_int(&r, -32, 32) / 8.0f;
         for (int j = 0; j < p->cols; ++j) {
             if (d == DATA_HUGE && wb_rng_next(&r) % 64 == 0) row[j] = wb_rng_next(&r) % 2 ? huge : -huge;
             if (d == DATA_EQUAL_ROWS) row[j] = c;
