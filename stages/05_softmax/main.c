@@ -29,6 +29,7 @@ static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", NULL};
 static const char *const op_choices[] = {"all", "softmax", "layernorm", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
+/** @brief The two operations of the stage. */
 typedef enum { OP_SOFTMAX, OP_LAYERNORM } op_kind;
 
 /**
@@ -261,6 +262,7 @@ static int check_problem(const wb_common_opts *opt, problem *p, dataset d, int *
     return failed;
 }
 
+/** @brief Parse arguments, open the GPU (or exit 77), then --check or the timed tables. */
 int main(int argc, char **argv)
 {
     long long rows = 0, cols = 0;
