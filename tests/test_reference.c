@@ -10,6 +10,7 @@
 #include "layernorm.h"
 #include "reduce.h"
 #include "rng.h"
+#include "rope.h"
 #include "softmax.h"
 #include "test_util.h"
 #include "vector_add.h"
@@ -160,9 +161,56 @@ static void test_layernorm(void)
     EXPECT(cy[0] == 0.1f && cy[3] == 0.4f && fabs(rstd - 1.0 / sqrt(1e-5)) < 1e-2);
 }
 
+static double dot(const float *a, const float *b, int d)
+{
+    double s = 0;
+    for (int i = 0; i < d; ++i) s += (double)a[i] * b[i];
+    return s;
+}
+
+static void test_rope(void)
+{
+    enum { D = 64, N = 40 };
+    static float q[N * D], k[N * D], rq[N * D], rk[N * D];
+    for (int style = 0; style < 2; ++style) {
+        /* the same q and k at every position, so only the rotation differs by token */
+        float q0[D], k0[D];
+        wb_fill_uniform_f32(q0, D, -1.0f, 1.0f, 11);
+        wb_fill_uniform_f32(k0, D, -1.0f, 1.0f, 12);
+        for (int n = 0; n < N; ++n) memcpy(q + n * D, q0, sizeof q0), memcpy(k + n * D, k0, sizeof k0);
+        long long start = 30000;
+        ref_rope(q, rq, 1, 1, N, D, start, 10000.0, (rope_style)style);
+        ref_rope(k, rk, 1, 1, N, D, start, 10000.0, (rope_style)style);
+        /* each pair keeps its norm */
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < D / 2; ++i) {
+                int a = style == ROPE_ROTATE_HALF ? i : 2 * i, b = style == ROPE_ROTATE_HALF ? i + D / 2 : 2 * i + 1;
+                double before = hypot(q0[a], q0[b]), after = hypot(rq[n * D + a], rq[n * D + b]);
+                EXPECT(fabs(before - after) < 1e-6);
+            }
+        /* q(m)·k(n) depends only on m − n: (5, 2), (20, 17), (39, 36) all have m − n = 3 */
+        double d1 = dot(rq + 5 * D, rk + 2 * D, D), d2 = dot(rq + 20 * D, rk + 17 * D, D), d3 = dot(rq + 39 * D, rk + 36 * D, D);
+        EXPECT(fabs(d1 - d2) < 1e-5 && fabs(d1 - d3) < 1e-5);
+        double other = dot(rq + 5 * D, rk + 3 * D, D);
+        EXPECT(fabs(d1 - other) > 1e-4); /* and it does depend on the distance */
+        /* position 0 is the identity; d = 2 at position 1 with base b is a rotation by 1 radian */
+        ref_rope(q0, rq, 1, 1, 1, D, 0, 10000.0, (rope_style)style);
+        EXPECT(memcmp(q0, rq, sizeof q0) == 0);
+    }
+    float v[2] = {1.0f, 0.0f}, r[2];
+    ref_rope(v, r, 1, 1, 1, 2, 1, 10000.0, ROPE_ROTATE_HALF);
+    EXPECT(fabs(r[0] - cos(1.0)) < 1e-7 && fabs(r[1] - sin(1.0)) < 1e-7);
+    /* the two conventions pair different elements */
+    float w[4] = {1.0f, 2.0f, 3.0f, 4.0f}, rh[4], ri[4];
+    ref_rope(w, rh, 1, 1, 1, 4, 1, 10000.0, ROPE_ROTATE_HALF);
+    ref_rope(w, ri, 1, 1, 1, 4, 1, 10000.0, ROPE_INTERLEAVED);
+    EXPECT(fabs(rh[0] - (cos(1.0) - 3 * sin(1.0))) < 1e-6 && fabs(ri[0] - (cos(1.0) - 2 * sin(1.0))) < 1e-6);
+    EXPECT(fabs(ref_rope_angle(32768, 1, 64, 10000.0) - 32768 * pow(10000.0, -2.0 / 64)) < 1e-9);
+}
+
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {{"vector_add", test_vector_add}, {"sum", test_sum}, {"max", test_max},
-                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}};
+                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}, {"rope", test_rope}};
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

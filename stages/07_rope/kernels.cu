@@ -1,0 +1,356 @@
+/**
+ * @file stages/07_rope/kernels.cu
+ * @brief Stage 07 — RoPE: from a cos/sin table, to angles computed in the kernel
+ *        (accurately), to Q and K rotated in one launch with 16-byte loads.
+ *
+ * RoPE is elementwise and memory-bound: per pair, 4 (fp16) or 8 (fp32) bytes read
+ * and written per tensor, and a sine and a cosine. The lessons: where the angle
+ * comes from (a table costs bytes, computing costs instructions — and accuracy),
+ * and how much work one thread can share (the angles of a token are the same for
+ * every head of Q and K).
+ */
+#include "kernels.h"
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+
+/** @brief Read element i as fp32. */
+static __device__ __forceinline__ float load(const float *p, long long i) { return p[i]; }
+/** @brief Read element i as fp32. */
+static __device__ __forceinline__ float load(const __half *p, long long i) { return __half2float(p[i]); }
+/** @brief Write v to element i. */
+static __device__ __forceinline__ void store(float *p, long long i, float v) { p[i] = v; }
+/** @brief Write v to element i (rounded to nearest). */
+static __device__ __forceinline__ void store(__half *p, long long i, float v) { p[i] = __float2half_rn(v); }
+
+/** @brief Call f(T{}) with the storage type of the run. */
+template <typename F>
+static const char *dispatch(wb_dtype dtype, F f)
+{
+    return dtype == WB_F16 ? f(__half()) : f(float());
+}
+
+/** @brief Indices of pair i's two elements in a head vector of length d. */
+template <int STYLE>
+static __device__ __forceinline__ void pair_index(int i, int d, int *a, int *b)
+{
+    if (STYLE == ROPE_ROTATE_HALF)
+        *a = i, *b = i + d / 2;
+    else
+        *a = 2 * i, *b = 2 * i + 1;
+}
+
+/** @brief Threads per block of every variant. */
+#define ROPE_THREADS 256
+
+static const char *check_args(const rope_args *a)
+{
+    if (a->B < 1 || a->H < 1 || a->N < 1 || a->d < 2) return "needs B, H, N >= 1 and d >= 2";
+    if (a->d % 2) return "needs an even head dimension d";
+    if (a->start_pos < 0 || a->start_pos + a->N > (1LL << 24)) return "needs 0 <= positions < 2^24";
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * v1 — a precomputed table of cos θ and sin θ.
+ * ------------------------------------------------------------------------- */
+
+/**
+ * @brief v1 — one thread per pair, cos θ and sin θ read from a table.
+ *
+ * The table [positions][d/2] of (cos, sin) is computed once on the host in float64
+ * (as a model computes its cache once), so the angles are as accurate as fp32 can
+ * hold. Per pair: two loads of x, one 8-byte table load, two stores, four FMAs.
+ * The table costs bytes: for fp16 Q it is twice the size of the rotated data per
+ * token and head (8 bytes of table for 4 bytes of pair) — although across heads
+ * and between Q and K it is re-read from the L2, not DRAM. One launch per tensor.
+ */
+template <typename T, int STYLE>
+__global__ void rope_table(const T *x, T *y, long long pairs, int N, int d, long long start, const float2 *cs)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pairs) return;
+    int half = d / 2, i = (int)(p % half);
+    long long row = p / half; /* (b·H + h)·N + n */
+    float2 c = cs[(start + row % N) * half + i];
+    int ia, ib;
+    pair_index<STYLE>(i, d, &ia, &ib);
+    float xa = load(x, row * d + ia), xb = load(x, row * d + ib);
+    store(y, row * d + ia, xa * c.x - xb * c.y);
+    store(y, row * d + ib, xb * c.x + xa * c.y);
+}
+
+/** @brief Launch a one-thread-per-pair kernel over Q, then over K. */
+template <typename T, typename Kernel, typename... Extra>
+static const char *per_tensor(Kernel kernel, const char *name, const rope_args *a, Extra... extra)
+{
+    long long pairs = (long long)a->B * a->H * a->N * (a->d / 2);
+    long long blocks = (pairs + ROPE_THREADS - 1) / ROPE_THREADS;
+    if (blocks > 2147483647LL) return "too many pairs for one launch";
+    kernel<<<(unsigned)blocks, ROPE_THREADS>>>((const T *)a->q, (T *)a->q_out, pairs, a->N, a->d, a->start_pos, extra...);
+    WB_CHECK_LAUNCH("rope (Q)");
+    kernel<<<(unsigned)blocks, ROPE_THREADS>>>((const T *)a->k, (T *)a->k_out, pairs, a->N, a->d, a->start_pos, extra...);
+    WB_CHECK_LAUNCH("rope (K)");
+    (void)name;
+    return NULL;
+}
+
+static const char *rope_v1(const rope_args *a)
+{
+    const char *why = check_args(a);
+    if (why) return why;
+    if (!a->cos_sin) return "needs the cos/sin table";
+    return dispatch(a->dtype, [&](auto t) {
+        using T = decltype(t);
+        const float2 *cs = (const float2 *)a->cos_sin;
+        if (a->style == ROPE_ROTATE_HALF) return per_tensor<T>(rope_table<T, ROPE_ROTATE_HALF>, "rope_table", a, cs);
+        return per_tensor<T>(rope_table<T, ROPE_INTERLEAVED>, "rope_table", a, cs);
+    });
+}
+
+/* ---------------------------------------------------------------------------
+ * Computing the angle in the kernel, accurately.
+ * ------------------------------------------------------------------------- */
+
+/** @brief 2π as the sum of three floats (Cody–Waite): C1 + C2 + C3 ≈ 2π to ~2^-72. */
+#define TWO_PI_1 6.28318548202514648437500f
+/** @brief Second part of 2π. */
+#define TWO_PI_2 -1.74845553146951715461909e-7f
+/** @brief Third part of 2π. */
+#define TWO_PI_3 -6.86049804002352749121573793900097e-15f
+/** @brief 1/(2π) */
+#define INV_TWO_PI 0.159154943091895335768883763f
+
+/**
+ * @brief θ = pos · ω reduced to about [−π, π], accurate to a few 1e-7 for any
+ *        position below 2^24.
+ *
+ * In plain fp32, θ = pos · ω carries a relative error of ~1e-7 — at θ = 32768 that
+ * is 4e-3 radians, far more than any sine's error. So: ω arrives as two floats
+ * (hi + lo, split from float64 on the host); pos · hi is made exact by an FMA that
+ * recovers the product's rounding error; the integer multiple of 2π nearest θ is
+ * removed with three FMAs against 2π split in three (Cody–Waite), each exact or
+ * nearly; the low parts are added last, to a number below π.
+ */
+static __device__ __forceinline__ float reduced_angle(long long pos, float2 omega)
+{
+    float p = (float)pos;                         /* exact below 2^24 */
+    float hi = p * omega.x;
+    float lo = fmaf(p, omega.x, -hi) + p * omega.y; /* the product's rounding error, and the low part of ω */
+    float k = rintf(hi * INV_TWO_PI);
+    float r = fmaf(-k, TWO_PI_1, hi);              /* hi − k·C1: exact (Sterbenz) */
+    r = fmaf(-k, TWO_PI_2, r);
+    r = fmaf(-k, TWO_PI_3, r);
+    return r + lo;
+}
+
+/**
+ * @brief v2 — one thread per pair, the angle computed in the kernel.
+ *
+ * No table: per pair, the 8 table bytes are replaced by ~15 instructions —
+ * reduced_angle() and one __sincosf (two MUFU instructions: sine and cosine in
+ * hardware). __sincosf alone is fast but does no range reduction: its error grows
+ * with |θ| (see the angle study on the page), which is why it only ever sees the
+ * reduced angle here. One launch per tensor, and the same sine and cosine are
+ * recomputed for every head of Q and of K.
+ */
+template <typename T, int STYLE>
+__global__ void rope_fused(const T *x, T *y, long long pairs, int N, int d, long long start, const float2 *omega)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pairs) return;
+    int half = d / 2, i = (int)(p % half);
+    long long row = p / half;
+    float s, c;
+    __sincosf(reduced_angle(start + row % N, omega[i]), &s, &c);
+    int ia, ib;
+    pair_index<STYLE>(i, d, &ia, &ib);
+    float xa = load(x, row * d + ia), xb = load(x, row * d + ib);
+    store(y, row * d + ia, xa * c - xb * s);
+    store(y, row * d + ib, xb * c + xa * s);
+}
+
+static const char *rope_v2(const rope_args *a)
+{
+    const char *why = check_args(a);
+    if (why) return why;
+    return dispatch(a->dtype, [&](auto t) {
+        using T = decltype(t);
+        const float2 *omega = (const float2 *)a->inv_freq;
+        if (a->style == ROPE_ROTATE_HALF) return per_tensor<T>(rope_fused<T, ROPE_ROTATE_HALF>, "rope_fused", a, omega);
+        return per_tensor<T>(rope_fused<T, ROPE_INTERLEAVED>, "rope_fused", a, omega);
+    });
+}
+
+/* ---------------------------------------------------------------------------
+ * v3 — Q and K in one launch, 16-byte loads, angles shared by all heads.
+ * ------------------------------------------------------------------------- */
+
+/** @brief 16 bytes as P fp32 values (P = 4) ... */
+static __device__ __forceinline__ void unpack16(uint4 q, float *v, float)
+{
+    v[0] = __uint_as_float(q.x), v[1] = __uint_as_float(q.y), v[2] = __uint_as_float(q.z), v[3] = __uint_as_float(q.w);
+}
+/** @brief ... or 8 fp16 values. */
+static __device__ __forceinline__ void unpack16(uint4 q, float *v, __half)
+{
+    const __half2 *h = reinterpret_cast<const __half2 *>(&q);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        float2 f = __half22float2(h[k]);
+        v[2 * k] = f.x, v[2 * k + 1] = f.y;
+    }
+}
+/** @brief P fp32 values back into 16 bytes ... */
+static __device__ __forceinline__ uint4 pack16(const float *v, float)
+{
+    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+/** @brief ... or 8 values as fp16. */
+static __device__ __forceinline__ uint4 pack16(const float *v, __half)
+{
+    uint4 q;
+    __half2 *h = reinterpret_cast<__half2 *>(&q);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+    return q;
+}
+
+/**
+ * @brief Rotate the 2P elements a thread owns in one head vector: two 16-byte
+ *        loads, P rotations, two 16-byte stores. Rotate-half: elements [j, j+P) and
+ *        [j + d/2, j + d/2 + P) are the P pairs; interleaved: the 2P contiguous
+ *        elements [2j, 2j + 2P) hold them as (even, odd).
+ */
+template <typename T, int STYLE, int P>
+static __device__ __forceinline__ void rotate_chunk(const T *x, T *y, int j, int d, const float *c, const float *s)
+{
+    float u[P], v[P], out_u[P], out_v[P];
+    const uint4 *src0, *src1;
+    uint4 *dst0, *dst1;
+    if (STYLE == ROPE_ROTATE_HALF) {
+        src0 = (const uint4 *)(x + j), src1 = (const uint4 *)(x + j + d / 2);
+        dst0 = (uint4 *)(y + j), dst1 = (uint4 *)(y + j + d / 2);
+    } else {
+        src0 = (const uint4 *)(x + 2 * j), src1 = src0 + 1;
+        dst0 = (uint4 *)(y + 2 * j), dst1 = dst0 + 1;
+    }
+    float first[P], second[P];
+    unpack16(*src0, first, T());
+    unpack16(*src1, second, T());
+#pragma unroll
+    for (int k = 0; k < P; ++k) { /* gather the pairs (a, b) */
+        if (STYLE == ROPE_ROTATE_HALF)
+            u[k] = first[k], v[k] = second[k];
+        else
+            u[k] = k < P / 2 ? first[2 * k] : second[2 * k - P], v[k] = k < P / 2 ? first[2 * k + 1] : second[2 * k + 1 - P];
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k) out_u[k] = u[k] * c[k] - v[k] * s[k], out_v[k] = v[k] * c[k] + u[k] * s[k];
+#pragma unroll
+    for (int k = 0; k < P; ++k) { /* scatter them back */
+        if (STYLE == ROPE_ROTATE_HALF) {
+            first[k] = out_u[k], second[k] = out_v[k];
+        } else if (k < P / 2) {
+            first[2 * k] = out_u[k], first[2 * k + 1] = out_v[k];
+        } else {
+            second[2 * k - P] = out_u[k], second[2 * k + 1 - P] = out_v[k];
+        }
+    }
+    *dst0 = pack16(first, T());
+    *dst1 = pack16(second, T());
+}
+
+/**
+ * @brief v3 — one thread per (batch, token, P pairs), for every head of Q and K.
+ *
+ * The angles of a pair depend on the token's position and the pair index only, not
+ * on the head or on Q vs K: computing them once and applying them to the 2H
+ * vectors (H heads of Q and of K) divides the trigonometry by 2H (24 for 12 heads).
+ * Each thread owns P pairs (4 in fp32, 8 in fp16) so that every access is a 16-byte
+ * load or store, and Q and K are rotated in the same launch, their loads in flight
+ * together. Contract: d a multiple of 2P (8 fp32, 16 fp16) and 16-byte aligned
+ * tensors.
+ */
+template <typename T, int STYLE>
+__global__ void rope_qk_vectorized(const T *q, const T *k, T *q_out, T *k_out, int B, int H, int N, int d,
+                                   long long start, const float2 *omega)
+{
+    constexpr int P = 16 / sizeof(T);
+    int chunks = d / (2 * P);
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)B * N * chunks) return;
+    int j = (int)(t % chunks) * P; /* first pair index */
+    long long bn = t / chunks;
+    int n = (int)(bn % N), b = (int)(bn / N);
+    float c[P], s[P];
+#pragma unroll
+    for (int kk = 0; kk < P; ++kk) __sincosf(reduced_angle(start + n, omega[j + kk]), &s[kk], &c[kk]);
+    long long head_stride = (long long)N * d;
+    long long offset = ((long long)b * H * N + n) * d;
+#pragma unroll 2
+    for (int h = 0; h < H; ++h) {
+        long long o = offset + h * head_stride;
+        rotate_chunk<T, STYLE, P>(q + o, q_out + o, j, d, c, s);
+        rotate_chunk<T, STYLE, P>(k + o, k_out + o, j, d, c, s);
+    }
+}
+
+static const char *rope_v3(const rope_args *a)
+{
+    const char *why = check_args(a);
+    if (why) return why;
+    int P = (int)(16 / wb_dtype_bytes(a->dtype));
+    if (a->d % (2 * P)) return a->dtype == WB_F16 ? "needs d a multiple of 16 (fp16)" : "needs d a multiple of 8 (fp32)";
+    if ((((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->q_out | (uintptr_t)a->k_out) & 15u) != 0)
+        return "needs 16-byte aligned tensors";
+    long long threads = (long long)a->B * a->N * (a->d / (2 * P));
+    long long blocks = (threads + ROPE_THREADS - 1) / ROPE_THREADS;
+    return dispatch(a->dtype, [&](auto t) -> const char * {
+        using T = decltype(t);
+        auto kernel = a->style == ROPE_ROTATE_HALF ? rope_qk_vectorized<T, ROPE_ROTATE_HALF>
+                                                   : rope_qk_vectorized<T, ROPE_INTERLEAVED>;
+        kernel<<<(unsigned)blocks, ROPE_THREADS>>>((const T *)a->q, (const T *)a->k, (T *)a->q_out, (T *)a->k_out,
+                                                   a->B, a->H, a->N, a->d, a->start_pos,
+                                                   (const float2 *)a->inv_freq);
+        WB_CHECK_LAUNCH("rope_qk_vectorized");
+        return NULL;
+    });
+}
+
+extern "C" const rope_variant rope_variants[] = {
+    {"v1", "cos/sin table, thread per pair, Q then K", 1, rope_v1},
+    {"v2", "angles in kernel (reduced), thread per pair", 0, rope_v2},
+    {"v3", "Q+K one launch, 16-byte loads, angles per token", 0, rope_v3},
+};
+extern "C" const int rope_variant_count = sizeof rope_variants / sizeof rope_variants[0];
+
+/* ---------------------------------------------------------------------------
+ * The angle study: sin θ and cos θ three ways, for the page's accuracy table.
+ * ------------------------------------------------------------------------- */
+
+/** @brief One thread per (position, pair): the three methods side by side. */
+__global__ void angle_study(const long long *positions, int n_pos, int half, const float2 *omega, float *out)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_pos * half) return;
+    long long pos = positions[t / half];
+    float2 w = omega[t % half];
+    float theta = (float)pos * w.x, s, c;
+    float *o = out + (long long)t * ANGLE_METHODS * 2;
+    sincosf(theta, &s, &c);
+    o[2 * ANGLE_F32_SINCOSF] = s, o[2 * ANGLE_F32_SINCOSF + 1] = c;
+    __sincosf(theta, &s, &c);
+    o[2 * ANGLE_F32_FAST] = s, o[2 * ANGLE_F32_FAST + 1] = c;
+    __sincosf(reduced_angle(pos, w), &s, &c);
+    o[2 * ANGLE_REDUCED_FAST] = s, o[2 * ANGLE_REDUCED_FAST + 1] = c;
+}
+
+extern "C" void rope_angle_study(const long long *positions, int n_pos, int d, const float *inv_freq, float *out)
+{
+    int total = n_pos * (d / 2);
+    angle_study<<<(total + 255) / 256, 256>>>(positions, n_pos, d / 2, (const float2 *)inv_freq, out);
+    WB_CHECK_LAUNCH("angle_study");
+}
