@@ -218,83 +218,85 @@ static __device__ __forceinline__ uint4 pack16(const float *v, __half)
     return q;
 }
 
-/**
- * @brief Rotate the 2P elements a thread owns in one head vector: two 16-byte
- *        loads, P rotations, two 16-byte stores. Rotate-half: elements [j, j+P) and
- *        [j + d/2, j + d/2 + P) are the P pairs; interleaved: the 2P contiguous
- *        elements [2j, 2j + 2P) hold them as (even, odd).
- */
-template <typename T, int STYLE, int P>
-static __device__ __forceinline__ void rotate_chunk(const T *x, T *y, int j, int d, const float *c, const float *s)
+/** @brief Where a thread's 2P elements of one head vector are: two 16-byte slots. */
+template <int STYLE, int P>
+static __device__ __forceinline__ void chunk_slots(int j, int d, int *first, int *second)
 {
-    float u[P], v[P], out_u[P], out_v[P];
-    const uint4 *src0, *src1;
-    uint4 *dst0, *dst1;
-    if (STYLE == ROPE_ROTATE_HALF) {
-        src0 = (const uint4 *)(x + j), src1 = (const uint4 *)(x + j + d / 2);
-        dst0 = (uint4 *)(y + j), dst1 = (uint4 *)(y + j + d / 2);
-    } else {
-        src0 = (const uint4 *)(x + 2 * j), src1 = src0 + 1;
-        dst0 = (uint4 *)(y + 2 * j), dst1 = dst0 + 1;
-    }
-    float first[P], second[P];
-    unpack16(*src0, first, T());
-    unpack16(*src1, second, T());
-#pragma unroll
-    for (int k = 0; k < P; ++k) { /* gather the pairs (a, b) */
-        if (STYLE == ROPE_ROTATE_HALF)
-            u[k] = first[k], v[k] = second[k];
-        else
-            u[k] = k < P / 2 ? first[2 * k] : second[2 * k - P], v[k] = k < P / 2 ? first[2 * k + 1] : second[2 * k + 1 - P];
-    }
-#pragma unroll
-    for (int k = 0; k < P; ++k) out_u[k] = u[k] * c[k] - v[k] * s[k], out_v[k] = v[k] * c[k] + u[k] * s[k];
-#pragma unroll
-    for (int k = 0; k < P; ++k) { /* scatter them back */
-        if (STYLE == ROPE_ROTATE_HALF) {
-            first[k] = out_u[k], second[k] = out_v[k];
-        } else if (k < P / 2) {
-            first[2 * k] = out_u[k], first[2 * k + 1] = out_v[k];
-        } else {
-            second[2 * k - P] = out_u[k], second[2 * k + 1 - P] = out_v[k];
-        }
-    }
-    *dst0 = pack16(first, T());
-    *dst1 = pack16(second, T());
+    /* rotate-half: elements [j, j+P) hold the a's and [j + d/2, j + d/2 + P) the b's;
+     * interleaved: the 2P contiguous elements [2j, 2j + 2P) hold them as (a, b) pairs */
+    *first = STYLE == ROPE_ROTATE_HALF ? j : 2 * j;
+    *second = STYLE == ROPE_ROTATE_HALF ? j + d / 2 : 2 * j + P;
 }
 
+/** @brief Rotate the P pairs held in two 16-byte slots, in place, by the angles (c, s). */
+template <typename T, int STYLE, int P>
+static __device__ __forceinline__ void rotate_slots(uint4 &slot0, uint4 &slot1, const float *c, const float *s)
+{
+    float x0[P], x1[P]; /* the two slots' values */
+    unpack16(slot0, x0, T());
+    unpack16(slot1, x1, T());
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        /* pair k: (a, b) = (x0[k], x1[k]) for rotate-half; adjacent elements for interleaved */
+        float *a = STYLE == ROPE_ROTATE_HALF ? &x0[k] : (k < P / 2 ? &x0[2 * k] : &x1[2 * k - P]);
+        float *b = STYLE == ROPE_ROTATE_HALF ? &x1[k] : a + 1;
+        float ra = *a * c[k] - *b * s[k], rb = *b * c[k] + *a * s[k];
+        *a = ra, *b = rb;
+    }
+    slot0 = pack16(x0, T());
+    slot1 = pack16(x1, T());
+}
+
+/** @brief Heads one thread of v3 rotates (Q and K each): their loads are all in flight together. */
+#define ROPE_HEADS_PER_THREAD 4
+
 /**
- * @brief v3 — one thread per (batch, token, P pairs), for every head of Q and K.
+ * @brief v3 — one thread per (batch, 4 heads, token, P pairs), Q and K together.
  *
  * The angles of a pair depend on the token's position and the pair index only, not
- * on the head or on Q vs K: computing them once and applying them to the 2H
- * vectors (H heads of Q and of K) divides the trigonometry by 2H (24 for 12 heads).
- * Each thread owns P pairs (4 in fp32, 8 in fp16) so that every access is a 16-byte
- * load or store, and Q and K are rotated in the same launch, their loads in flight
- * together. Contract: d a multiple of 2P (8 fp32, 16 fp16) and 16-byte aligned
- * tensors.
+ * on the head or on Q vs K: computed once, they serve 2 × 4 head vectors (trigonometry
+ * divided by 8). Each thread owns P pairs (4 in fp32, 8 in fp16) so that every access
+ * is a 16-byte load or store, and it issues all 16 loads (2 slots × 4 heads × Q, K)
+ * before the first store: the compiler may not move a load above a store that could
+ * alias it (in place, q_out is q), so the order in the source is the order in flight.
+ * Contract: d a multiple of 2P (8 fp32, 16 fp16) and 16-byte aligned tensors.
  */
 template <typename T, int STYLE>
 __global__ void rope_qk_vectorized(const T *q, const T *k, T *q_out, T *k_out, int B, int H, int N, int d,
                                    long long start, const float2 *omega)
 {
-    constexpr int P = 16 / sizeof(T);
-    int chunks = d / (2 * P);
+    constexpr int P = 16 / sizeof(T), HG = ROPE_HEADS_PER_THREAD;
+    int chunks = d / (2 * P), groups = (H + HG - 1) / HG;
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (long long)B * N * chunks) return;
+    if (t >= (long long)B * groups * N * chunks) return;
     int j = (int)(t % chunks) * P; /* first pair index */
-    long long bn = t / chunks;
-    int n = (int)(bn % N), b = (int)(bn / N);
+    long long rest = t / chunks;
+    int n = (int)(rest % N);
+    rest /= N;
+    int g = (int)(rest % groups), b = (int)(rest / groups);
     float c[P], s[P];
 #pragma unroll
     for (int kk = 0; kk < P; ++kk) __sincosf(reduced_angle(start + n, omega[j + kk]), &s[kk], &c[kk]);
-    long long head_stride = (long long)N * d;
-    long long offset = ((long long)b * H * N + n) * d;
-#pragma unroll 2
-    for (int h = 0; h < H; ++h) {
-        long long o = offset + h * head_stride;
-        rotate_chunk<T, STYLE, P>(q + o, q_out + o, j, d, c, s);
-        rotate_chunk<T, STYLE, P>(k + o, k_out + o, j, d, c, s);
+    int first, second;
+    chunk_slots<STYLE, P>(j, d, &first, &second);
+    uint4 qs[HG][2], ks[HG][2];
+    long long offset[HG];
+#pragma unroll
+    for (int h = 0; h < HG; ++h) { /* all loads first */
+        int head = g * HG + h;
+        offset[h] = (((long long)b * H + head) * N + n) * d;
+        if (head < H) {
+            qs[h][0] = *(const uint4 *)(q + offset[h] + first), qs[h][1] = *(const uint4 *)(q + offset[h] + second);
+            ks[h][0] = *(const uint4 *)(k + offset[h] + first), ks[h][1] = *(const uint4 *)(k + offset[h] + second);
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+        if (g * HG + h >= H) continue;
+        rotate_slots<T, STYLE, P>(qs[h][0], qs[h][1], c, s);
+        rotate_slots<T, STYLE, P>(ks[h][0], ks[h][1], c, s);
+        *(uint4 *)(q_out + offset[h] + first) = qs[h][0], *(uint4 *)(q_out + offset[h] + second) = qs[h][1];
+        *(uint4 *)(k_out + offset[h] + first) = ks[h][0], *(uint4 *)(k_out + offset[h] + second) = ks[h][1];
     }
 }
 
@@ -306,8 +308,10 @@ static const char *rope_v3(const rope_args *a)
     if (a->d % (2 * P)) return a->dtype == WB_F16 ? "needs d a multiple of 16 (fp16)" : "needs d a multiple of 8 (fp32)";
     if ((((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->q_out | (uintptr_t)a->k_out) & 15u) != 0)
         return "needs 16-byte aligned tensors";
-    long long threads = (long long)a->B * a->N * (a->d / (2 * P));
+    long long groups = (a->H + ROPE_HEADS_PER_THREAD - 1) / ROPE_HEADS_PER_THREAD;
+    long long threads = (long long)a->B * groups * a->N * (a->d / (2 * P));
     long long blocks = (threads + ROPE_THREADS - 1) / ROPE_THREADS;
+    if (blocks > 2147483647LL) return "too many threads for one launch";
     return dispatch(a->dtype, [&](auto t) -> const char * {
         using T = decltype(t);
         auto kernel = a->style == ROPE_ROTATE_HALF ? rope_qk_vectorized<T, ROPE_ROTATE_HALF>
@@ -323,7 +327,7 @@ static const char *rope_v3(const rope_args *a)
 extern "C" const rope_variant rope_variants[] = {
     {"v1", "cos/sin table, thread per pair, Q then K", 1, rope_v1},
     {"v2", "angles in kernel (reduced), thread per pair", 0, rope_v2},
-    {"v3", "Q+K one launch, 16-byte loads, angles per token", 0, rope_v3},
+    {"v3", "Q+K in one launch, 16-byte loads, shared angles", 0, rope_v3},
 };
 extern "C" const int rope_variant_count = sizeof rope_variants / sizeof rope_variants[0];
 
