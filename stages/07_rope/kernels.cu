@@ -248,7 +248,9 @@ static __device__ __forceinline__ void rotate_slots(uint4 &slot0, uint4 &slot1, 
 }
 
 /** @brief Heads one thread of v3 rotates (Q and K each): their loads are all in flight together. */
+#ifndef ROPE_HEADS_PER_THREAD
 #define ROPE_HEADS_PER_THREAD 4
+#endif
 
 /**
  * @brief v3 — one thread per (batch, 4 heads, token, P pairs), Q and K together.
