@@ -218,33 +218,36 @@ static __device__ __forceinline__ uint4 pack16(const float *v, __half)
     return q;
 }
 
-/** @brief Where a thread's 2P elements of one head vector are: two 16-byte slots. */
+/**
+ * @brief The pair index of the k-th of a thread's P pairs. The thread owns two
+ *        16-byte slots of each head vector: elements [j, j + P) and [j + d/2, j + d/2 + P),
+ *        j = c·P for its chunk c. Rotate-half: those are the a's and the b's of pairs
+ *        j … j + P − 1. Interleaved: each slot holds P/2 whole (a, b) pairs, pairs
+ *        j/2 … and (j + d/2)/2 … . Either way every warp load is 32 consecutive slots.
+ */
 template <int STYLE, int P>
-static __device__ __forceinline__ void chunk_slots(int j, int d, int *first, int *second)
+static __device__ __forceinline__ int pair_of(int k, int j, int d)
 {
-    /* rotate-half: elements [j, j+P) hold the a's and [j + d/2, j + d/2 + P) the b's;
-     * interleaved: the 2P contiguous elements [2j, 2j + 2P) hold them as (a, b) pairs */
-    *first = STYLE == ROPE_ROTATE_HALF ? j : 2 * j;
-    *second = STYLE == ROPE_ROTATE_HALF ? j + d / 2 : 2 * j + P;
+    if (STYLE == ROPE_ROTATE_HALF) return j + k;
+    return k < P / 2 ? j / 2 + k : (j + d / 2) / 2 + (k - P / 2);
 }
 
-/** @brief Rotate the P pairs held in two 16-byte slots, in place, by the angles (c, s). */
+/** @brief Rotate the P pairs held in a thread's two slots, in place, by the angles (c, s) of pair_of(). */
 template <typename T, int STYLE, int P>
 static __device__ __forceinline__ void rotate_slots(uint4 &slot0, uint4 &slot1, const float *c, const float *s)
 {
-    float x0[P], x1[P]; /* the two slots' values */
-    unpack16(slot0, x0, T());
-    unpack16(slot1, x1, T());
+    float x[2 * P]; /* slot 0 then slot 1 */
+    unpack16(slot0, x, T());
+    unpack16(slot1, x + P, T());
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-        /* pair k: (a, b) = (x0[k], x1[k]) for rotate-half; adjacent elements for interleaved */
-        float *a = STYLE == ROPE_ROTATE_HALF ? &x0[k] : (k < P / 2 ? &x0[2 * k] : &x1[2 * k - P]);
-        float *b = STYLE == ROPE_ROTATE_HALF ? &x1[k] : a + 1;
-        float ra = *a * c[k] - *b * s[k], rb = *b * c[k] + *a * s[k];
-        *a = ra, *b = rb;
+        int ia = STYLE == ROPE_ROTATE_HALF ? k : 2 * k, ib = STYLE == ROPE_ROTATE_HALF ? P + k : 2 * k + 1;
+        float a = x[ia], b = x[ib];
+        x[ia] = a * c[k] - b * s[k];
+        x[ib] = b * c[k] + a * s[k];
     }
-    slot0 = pack16(x0, T());
-    slot1 = pack16(x1, T());
+    slot0 = pack16(x, T());
+    slot1 = pack16(x + P, T());
 }
 
 /** @brief Heads one thread of v3 rotates (Q and K each): their loads are all in flight together. */
@@ -271,16 +274,15 @@ __global__ void rope_qk_vectorized(const T *q, const T *k, T *q_out, T *k_out, i
     int chunks = d / (2 * P), groups = (H + HG - 1) / HG;
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)B * groups * N * chunks) return;
-    int j = (int)(t % chunks) * P; /* first pair index */
+    int j = (int)(t % chunks) * P; /* element offset of the first slot */
     long long rest = t / chunks;
     int n = (int)(rest % N);
     rest /= N;
     int g = (int)(rest % groups), b = (int)(rest / groups);
     float c[P], s[P];
 #pragma unroll
-    for (int kk = 0; kk < P; ++kk) __sincosf(reduced_angle(start + n, omega[j + kk]), &s[kk], &c[kk]);
-    int first, second;
-    chunk_slots<STYLE, P>(j, d, &first, &second);
+    for (int kk = 0; kk < P; ++kk) __sincosf(reduced_angle(start + n, omega[pair_of<STYLE, P>(kk, j, d)]), &s[kk], &c[kk]);
+    int first = j, second = j + d / 2; /* the thread's two 16-byte slots */
     uint4 qs[HG][2], ks[HG][2];
     long long offset[HG];
 #pragma unroll
