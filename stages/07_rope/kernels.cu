@@ -252,19 +252,20 @@ static __device__ __forceinline__ void rotate_slots(uint4 &slot0, uint4 &slot1, 
 
 /** @brief Heads one thread of v3 rotates (Q and K each): their loads are all in flight together. */
 #ifndef ROPE_HEADS_PER_THREAD
-#define ROPE_HEADS_PER_THREAD 4
+#define ROPE_HEADS_PER_THREAD 2
 #endif
 
 /**
- * @brief v3 — one thread per (batch, 4 heads, token, P pairs), Q and K together.
+ * @brief v3 — one thread per (batch, 2 heads, token, P pairs), Q and K together.
  *
  * The angles of a pair depend on the token's position and the pair index only, not
- * on the head or on Q vs K: computed once, they serve 2 × 4 head vectors (trigonometry
- * divided by 8). Each thread owns P pairs (4 in fp32, 8 in fp16) so that every access
- * is a 16-byte load or store, and it issues all 16 loads (2 slots × 4 heads × Q, K)
- * before the first store: the compiler may not move a load above a store that could
- * alias it (in place, q_out is q), so the order in the source is the order in flight.
- * Contract: d a multiple of 2P (8 fp32, 16 fp16) and 16-byte aligned tensors.
+ * on the head or on Q vs K: computed once, they serve 2 heads × (Q, K) = 4 head
+ * vectors (the trigonometry divided by 4). Each thread owns P pairs (4 in fp32, 8 in
+ * fp16) so that every access is a 16-byte load or store, and it issues all 8 loads
+ * (2 slots × 2 heads × Q, K) before the first store: the compiler may not move a
+ * load above a store that could alias it (in place, q_out is q), so the order in the
+ * source is the order in flight. Contract: d a multiple of 2P (8 fp32, 16 fp16) and
+ * 16-byte aligned tensors.
  */
 template <typename T, int STYLE>
 __global__ void rope_qk_vectorized(const T *q, const T *k, T *q_out, T *k_out, int B, int H, int N, int d,
