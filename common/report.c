@@ -112,3 +112,11 @@ int wb_report_all_ok(const wb_report *r)
         if (r->rows[i].status == WB_ROW_RAN && !r->rows[i].ok) return 0;
     return 1;
 }
+
+int wb_report_finish(const wb_report *r, const char *csv_path)
+{
+    int ok = wb_report_all_ok(r);
+    if (wb_report_write_csv(r, csv_path) != 0) ok = 0;
+    printf("\n%s\n", wb_report_all_ok(r) ? "all variants match the CPU reference" : "SOME VARIANTS FAILED their check");
+    return ok;
+}

@@ -66,6 +66,12 @@ void wb_report_add(wb_report *r, const wb_row *row);
  * @return 0, or -1 when the file cannot be written (a message is printed)
  */
 int wb_report_write_csv(const wb_report *r, const char *path);
+/**
+ * @brief End of a stage's timed run: write the CSV (if `csv_path`), print whether
+ *        every variant matched its reference.
+ * @return 1 when every row that ran passed its checks and the CSV was written
+ */
+int wb_report_finish(const wb_report *r, const char *csv_path);
 /** @brief 1 when every row that ran passed its checks. */
 int wb_report_all_ok(const wb_report *r);
 

@@ -153,10 +153,7 @@ static int bench(wb_device *dev, const wb_common_opts *opt, long long n)
         wb_report_add(&rep, &row);
     }
     problem_free(&p);
-    int ok = wb_report_all_ok(&rep);
-    if (wb_report_write_csv(&rep, opt->csv) != 0) ok = 0;
-    printf("\n%s\n", ok ? "all variants match the CPU reference" : "SOME VARIANTS FAILED their check");
-    return ok;
+    return wb_report_finish(&rep, opt->csv);
 }
 
 /** --check: every variant at sizes that hit every edge (tails of 4, 8 and 256, primes, large). */

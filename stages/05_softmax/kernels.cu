@@ -16,26 +16,11 @@
 
 #include "block_reduce.cuh" /* stage 02: SumOp, MaxOp, warp_allreduce, block_allreduce */
 #include "cuda_check.h"
+#include "dtype_device.cuh" /* load, store, dispatch over fp32/fp16 */
 
 /* ---------------------------------------------------------------------------
- * Shared pieces: element access in either storage type, and the dtype switch.
+ * Shared pieces: the guards for fully masked rows.
  * ------------------------------------------------------------------------- */
-
-/** @brief Read element i as fp32 (fp16 is widened exactly). */
-static __device__ __forceinline__ float load(const float *p, long long i) { return p[i]; }
-/** @brief Read element i as fp32 (fp16 is widened exactly). */
-static __device__ __forceinline__ float load(const __half *p, long long i) { return __half2float(p[i]); }
-/** @brief Write v to element i (rounded to nearest for fp16). */
-static __device__ __forceinline__ void store(float *p, long long i, float v) { p[i] = v; }
-/** @brief Write v to element i (rounded to nearest for fp16). */
-static __device__ __forceinline__ void store(__half *p, long long i, float v) { p[i] = __float2half_rn(v); }
-
-/** @brief Call f(T{}) with the storage type of the run. */
-template <typename F>
-static const char *dispatch(wb_dtype dtype, F f)
-{
-    return dtype == WB_F16 ? f(__half()) : f(float());
-}
 
 /**
  * @brief The max a row is shifted by: its max, or 0 for a row that is entirely

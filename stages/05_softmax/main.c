@@ -337,9 +337,7 @@ int main(int argc, char **argv)
                     bench_problem(&dev, &opt, &p, &rep);
                     problem_free(&p);
                 }
-        ok = wb_report_all_ok(&rep);
-        if (wb_report_write_csv(&rep, opt.csv) != 0) ok = 0;
-        printf("\n%s\n", ok ? "all variants match the CPU reference" : "SOME VARIANTS FAILED their check");
+        ok = wb_report_finish(&rep, opt.csv);
     }
     wb_device_close(&dev);
     return ok ? 0 : 1;

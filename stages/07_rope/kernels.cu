@@ -15,22 +15,7 @@
 #include <stdint.h>
 
 #include "cuda_check.h"
-
-/** @brief Read element i as fp32. */
-static __device__ __forceinline__ float load(const float *p, long long i) { return p[i]; }
-/** @brief Read element i as fp32. */
-static __device__ __forceinline__ float load(const __half *p, long long i) { return __half2float(p[i]); }
-/** @brief Write v to element i. */
-static __device__ __forceinline__ void store(float *p, long long i, float v) { p[i] = v; }
-/** @brief Write v to element i (rounded to nearest). */
-static __device__ __forceinline__ void store(__half *p, long long i, float v) { p[i] = __float2half_rn(v); }
-
-/** @brief Call f(T{}) with the storage type of the run. */
-template <typename F>
-static const char *dispatch(wb_dtype dtype, F f)
-{
-    return dtype == WB_F16 ? f(__half()) : f(float());
-}
+#include "dtype_device.cuh" /* load, store, dispatch over fp32/fp16 */
 
 /** @brief Indices of pair i's two elements in a head vector of length d. */
 template <int STYLE>

@@ -35,13 +35,18 @@ typedef struct {
     rope_args a;          /**< the launch arguments (device pointers) */
     double base;          /**< θ_i = pos · base^(−2i/d) */
     size_t n;             /**< elements per tensor */
-    float *q, *k;         /**< host inputs as fp32 (for fp16: after rounding) */
-    uint16_t *q16, *k16;  /**< host inputs, fp16 bits */
-    float *ref_q, *ref_k; /**< references */
+    float *q;             /**< host queries as fp32 (for fp16: after rounding) */
+    float *k;             /**< host keys as fp32 */
+    uint16_t *q16;        /**< host queries, fp16 bits */
+    uint16_t *k16;        /**< host keys, fp16 bits */
+    float *ref_q;         /**< reference rotated queries */
+    float *ref_k;         /**< reference rotated keys */
     float *got;           /**< a result copied back, as fp32 */
     uint16_t *got16;      /**< a result copied back, fp16 bits */
-    void *d_q, *d_k;      /**< device inputs */
-    void *d_qo, *d_ko;    /**< device outputs */
+    void *d_q;            /**< device queries */
+    void *d_k;            /**< device keys */
+    void *d_qo;           /**< device rotated queries */
+    void *d_ko;           /**< device rotated keys */
     float *d_table;       /**< device cos/sin table */
     float *d_freq;        /**< device (hi, lo) inverse frequencies */
 } problem;
@@ -333,9 +338,7 @@ int main(int argc, char **argv)
                 problem_free(&p);
             }
         angle_study((double)base_arg);
-        ok = wb_report_all_ok(&rep);
-        if (wb_report_write_csv(&rep, opt.csv) != 0) ok = 0;
-        printf("\n%s\n", ok ? "all variants match the CPU reference" : "SOME VARIANTS FAILED their check");
+        ok = wb_report_finish(&rep, opt.csv);
     }
     wb_device_close(&dev);
     return ok ? 0 : 1;
