@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "fp16.h"
+#include "gemm.h"
 #include "layernorm.h"
 #include "reduce.h"
 #include "rng.h"
@@ -208,9 +209,40 @@ static void test_rope(void)
     EXPECT(fabs(ref_rope_angle(32768, 1, 64, 10000.0) - 32768 * pow(10000.0, -2.0 / 64)) < 1e-9);
 }
 
+static void test_gemm(void)
+{
+    /* known values: [1 2; 3 4]·[5 6; 7 8] = [19 22; 43 50]; a 2x3 · 3x1 */
+    float A[4] = {1, 2, 3, 4}, B[4] = {5, 6, 7, 8}, C[4];
+    ref_gemm_rows(A, B, C, 2, 2, 2, NULL, 0);
+    EXPECT(C[0] == 19 && C[1] == 22 && C[2] == 43 && C[3] == 50);
+    float A2[6] = {1, 0, -1, 2, 3, 4}, B2[3] = {1, 2, 3}, C2[2];
+    ref_gemm_rows(A2, B2, C2, 2, 1, 3, NULL, 0);
+    EXPECT(C2[0] == -2 && C2[1] == 20);
+
+    /* a sample of rows equals the same rows of the full product; float64 cross-check */
+    enum { M = 37, N = 29, K = 41 };
+    static float a[M * K], b[K * N], full[M * N], part[M * N];
+    wb_fill_uniform_f32(a, M * K, -1.0f, 1.0f, 21);
+    wb_fill_uniform_f32(b, K * N, -1.0f, 1.0f, 22);
+    ref_gemm_rows(a, b, full, M, N, K, NULL, 0);
+    int rows[3] = {0, 17, M - 1};
+    memset(part, 0, sizeof part);
+    ref_gemm_rows(a, b, part, M, N, K, rows, 3);
+    for (int t = 0; t < 3; ++t) EXPECT(memcmp(part + rows[t] * N, full + rows[t] * N, sizeof(float) * N) == 0);
+    EXPECT(part[1 * N] == 0.0f); /* rows outside the sample are not touched */
+    int bad = 0;
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            double s = 0;
+            for (int k = 0; k < K; ++k) s += (double)a[i * K + k] * b[k * N + j];
+            bad += full[i * N + j] != (float)s;
+        }
+    EXPECT(bad == 0);
+}
+
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {{"vector_add", test_vector_add}, {"sum", test_sum}, {"max", test_max},
-                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}, {"rope", test_rope}};
+                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}, {"rope", test_rope}, {"gemm", test_gemm}};
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

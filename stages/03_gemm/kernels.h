@@ -1,0 +1,52 @@
+/**
+ * @file stages/03_gemm/kernels.h
+ * @brief Stage 03 — matrix multiplication C = A·B: launchers and the table of variants.
+ *
+ * Row-major throughout: A is M×K, B is K×N, C is M×N, element (i, j) of an R×S
+ * matrix at index i·S + j. fp32 variants read and write fp32; tensor-core variants
+ * read fp16 A and B, accumulate in fp32 and write fp16 C.
+ */
+#ifndef STAGE03_KERNELS_H
+#define STAGE03_KERNELS_H
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief A launcher: C = A·B.
+ * @param A M×K, device, of the variant's input type
+ * @param B K×N, device
+ * @param C M×N, device, of the variant's output type
+ * @param M rows of A and C
+ * @param N columns of B and C
+ * @param K columns of A, rows of B
+ * @return NULL when launched, or why the variant cannot take these arguments
+ */
+typedef const char *(*gemm_launch_fn)(const void *A, const void *B, void *C, int M, int N, int K);
+
+/** @brief One variant. */
+typedef struct {
+    const char *id;        /**< "v1", …, or a peer's name */
+    const char *what;      /**< one line for the table */
+    wb_dtype dtype;        /**< WB_F32: fp32 in and out; WB_F16: fp16 in and out, fp32 accumulation */
+    int is_peer;           /**< 1 for cuBLAS */
+    int min_cc;            /**< compute capability it needs, as 10·major + minor (75 = T4) */
+    gemm_launch_fn launch; /**< its launcher */
+} gemm_variant;
+
+/** @brief The variants in teaching order, each precision's peer after its variants. */
+extern const gemm_variant gemm_variants[];
+/** @brief How many. */
+extern const int gemm_variant_count;
+
+/** @brief Release the cuBLAS handle the peers created (call once at the end). */
+void gemm_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STAGE03_KERNELS_H */

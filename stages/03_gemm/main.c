@@ -1,0 +1,284 @@
+/**
+ * @file stages/03_gemm/main.c
+ * @brief Stage 03 host program: C = A·B in fp32 (v1–v6, cuBLAS SGEMM) and on
+ *        tensor cores in fp16 (v7, cuBLAS HGEMM), checked against a float64 CPU
+ *        reference and timed; throughput as a fraction of cuBLAS.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "compare.h"
+#include "cuda_check.h"
+#include "device.h"
+#include "fp16.h"
+#include "gemm.h"
+#include "kernels.h"
+#include "measure.h"
+#include "report.h"
+#include "rng.h"
+
+/** @brief Products larger than this many multiply-adds are checked on a sample of rows. */
+#define FULL_CHECK_MAX_MACS (1LL << 27)
+/** @brief Rows of C the reference computes for a large product. */
+#define SAMPLED_ROWS 64
+
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "cublas", "v7", "cublas-h", NULL};
+
+/** One problem: A, B and C on host and device, in one precision. */
+typedef struct {
+    wb_dtype dtype;     /**< WB_F32, or WB_F16 (fp16 in and out, fp32 accumulation) */
+    int M;              /**< rows of A and C */
+    int N;              /**< columns of B and C */
+    int K;              /**< the shared dimension */
+    float *A;           /**< host A as fp32 (for fp16: after rounding) */
+    float *B;           /**< host B as fp32 */
+    uint16_t *A16;      /**< host A, fp16 bits */
+    uint16_t *B16;      /**< host B, fp16 bits */
+    float *ref;         /**< reference C (only the checked rows are filled) */
+    float *got;         /**< GPU C as fp32 */
+    uint16_t *got16;    /**< GPU C, fp16 bits */
+    int *rows;          /**< the rows checked */
+    int n_rows;         /**< how many */
+    void *d_A;          /**< device A */
+    void *d_B;          /**< device B */
+    void *d_C;          /**< device C */
+    wb_tolerance tol;   /**< the check's tolerance */
+} problem;
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static void problem_init(problem *p, wb_dtype dtype, int M, int N, int K, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    p->dtype = dtype, p->M = M, p->N = N, p->K = K;
+    size_t a = (size_t)M * K, b = (size_t)K * N, c = (size_t)M * N, es = wb_dtype_bytes(dtype);
+    p->A = wb_host_alloc(a * 4, "A");
+    p->B = wb_host_alloc(b * 4, "B");
+    p->A16 = wb_host_alloc(a * 2, "A (fp16)");
+    p->B16 = wb_host_alloc(b * 2, "B (fp16)");
+    p->ref = wb_host_alloc(c * 4, "reference C");
+    p->got = wb_host_alloc(c * 4, "C");
+    p->got16 = wb_host_alloc(c * 2, "C (fp16)");
+    wb_fill_uniform_f32(p->A, a, -1.0f, 1.0f, seed);
+    wb_fill_uniform_f32(p->B, b, -1.0f, 1.0f, seed + 1);
+    if (dtype == WB_F16) { /* the reference multiplies what the GPU multiplies */
+        wb_floats_to_halves(p->A, p->A16, a);
+        wb_halves_to_floats(p->A16, p->A, a);
+        wb_floats_to_halves(p->B, p->B16, b);
+        wb_halves_to_floats(p->B16, p->B, b);
+    }
+    /* every row for small products; the first, the last and random rows for large ones */
+    int full = (long long)M * N * K <= FULL_CHECK_MAX_MACS || M <= SAMPLED_ROWS;
+    p->n_rows = full ? M : SAMPLED_ROWS;
+    p->rows = wb_host_alloc(sizeof(int) * (size_t)p->n_rows, "rows");
+    wb_rng r;
+    wb_rng_seed(&r, seed + 2);
+    for (int i = 0; i < p->n_rows; ++i) p->rows[i] = full ? i : (i == 0 ? 0 : i == 1 ? M - 1 : wb_rng_int(&r, 0, M - 1));
+    qsort(p->rows, (size_t)p->n_rows, sizeof(int), cmp_int);
+    ref_gemm_rows(p->A, p->B, p->ref, M, N, K, p->rows, p->n_rows);
+    if (dtype == WB_F16) /* an fp16 C can only be the reference rounded to fp16 */
+        for (int i = 0; i < p->n_rows; ++i) {
+            float *row = p->ref + (size_t)p->rows[i] * N;
+            wb_floats_to_halves(row, p->got16, (size_t)N);
+            wb_halves_to_floats(p->got16, row, (size_t)N);
+        }
+    /* fp32: rounding of a K-term dot product in another order (~1e-7 per term);
+     * fp16: one fp16 step (2^-10 relative) from rounding the output, plus that */
+    p->tol.atol = (dtype == WB_F16 ? 1e-4 : 0.0) + 1e-7 * K;
+    p->tol.rtol = dtype == WB_F16 ? 1.5 * ldexp(1.0, -10) : 1e-6;
+    p->d_A = wb_device_alloc(a * es, "A");
+    p->d_B = wb_device_alloc(b * es, "B");
+    p->d_C = wb_device_alloc(c * es, "C");
+    WB_CUDA_CHECK(cudaMemcpy(p->d_A, dtype == WB_F16 ? (void *)p->A16 : (void *)p->A, a * es, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(p->d_B, dtype == WB_F16 ? (void *)p->B16 : (void *)p->B, b * es, cudaMemcpyHostToDevice));
+}
+
+static void problem_free(problem *p)
+{
+    void *host[] = {p->A, p->B, p->A16, p->B16, p->ref, p->got, p->got16, p->rows};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; ++i) free(host[i]);
+    void *dev[] = {p->d_A, p->d_B, p->d_C};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; ++i) WB_CUDA_CHECK(cudaFree(dev[i]));
+}
+
+/** What one run needs. */
+typedef struct {
+    const gemm_variant *v; /**< the variant */
+    problem *p;            /**< its data */
+} job;
+
+static const char *launch_variant(void *ctx)
+{
+    job *j = (job *)ctx;
+    return j->v->launch(j->p->d_A, j->p->d_B, j->p->d_C, j->p->M, j->p->N, j->p->K);
+}
+
+/** Poison C, run once, compare the checked rows, and make sure no element anywhere is NaN. */
+static const char *run_and_check(void *ctx, wb_compare_result *res)
+{
+    job *j = (job *)ctx;
+    problem *p = j->p;
+    size_t c = (size_t)p->M * p->N;
+    wb_poison(p->d_C, c * wb_dtype_bytes(p->dtype));
+    const char *why = launch_variant(j);
+    if (why) return why;
+    WB_CUDA_CHECK(cudaDeviceSynchronize());
+    if (p->dtype == WB_F16) {
+        WB_CUDA_CHECK(cudaMemcpy(p->got16, p->d_C, c * 2, cudaMemcpyDeviceToHost));
+        wb_halves_to_floats(p->got16, p->got, c);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(p->got, p->d_C, c * 4, cudaMemcpyDeviceToHost));
+    }
+    char label[96];
+    wb_compare_result total = {0};
+    total.ok = 1;
+    for (int i = 0; i < p->n_rows; ++i) {
+        size_t off = (size_t)p->rows[i] * p->N;
+        snprintf(label, sizeof label, "%s %dx%dx%d row %d", j->v->id, p->M, p->N, p->K, p->rows[i]);
+        wb_compare_result r = wb_compare_f32(p->got + off, p->ref + off, (size_t)p->N, p->tol, label,
+                                             total.n_bad < 5 ? 5 : 0);
+        if (r.worst_frac >= total.worst_frac) total.worst_frac = r.worst_frac, total.worst_index = off + r.worst_index;
+        total.max_abs_err = fmax(total.max_abs_err, r.max_abs_err);
+        total.n_bad += r.n_bad;
+        total.n += r.n;
+    }
+    size_t unwritten = 0; /* rows not in the sample must still have been written */
+    for (size_t i = 0; i < c; ++i) unwritten += !isfinite(p->got[i]);
+    if (unwritten) fprintf(stderr, "  %s: %zu elements of C not finite (not written?)\n", j->v->id, unwritten);
+    total.n_bad += unwritten;
+    total.ok = total.n_bad == 0;
+    *res = total;
+    return NULL;
+}
+
+static int runs_here(const wb_device *dev, const gemm_variant *v)
+{
+    return dev->cc_major * 10 + dev->cc_minor >= v->min_cc;
+}
+
+/** Default mode: every variant of each precision measured, then reported with its peer as the roof. */
+static int bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, int K)
+{
+    wb_report rep;
+    wb_report_begin(&rep, "stage03", dev->name, stdout);
+    char size[64];
+    snprintf(size, sizeof size, "%dx%dx%d", M, N, K);
+    double flops = 2.0 * M * (double)N * K;
+    const wb_dtype dtypes[] = {WB_F32, WB_F16};
+    for (int t = 0; t < 2; ++t) {
+        problem p;
+        problem_init(&p, dtypes[t], M, N, K, wb_seed_for((uint64_t)opt->seed, (uint64_t)M * 7 + N, (uint64_t)K));
+        wb_row rows[16];
+        int n = 0;
+        double peer = 0.0;
+        for (int i = 0; i < gemm_variant_count; ++i) {
+            const gemm_variant *v = &gemm_variants[i];
+            if (v->dtype != dtypes[t] || (opt->variant >= 0 && opt->variant != i && !v->is_peer)) continue;
+            job j = {v, &p};
+            wb_row row = {.problem = t ? "C = A·B, fp16 in and out, fp32 accumulate" : "C = A·B, fp32",
+                          .size = size, .variant = v->id, .what = v->what, .is_peer = v->is_peer,
+                          .unit = "TFLOP/s"};
+            if (!runs_here(dev, v)) {
+                static char note[64];
+                snprintf(note, sizeof note, "skipped: needs sm_%d", v->min_cc);
+                row.status = WB_ROW_SKIPPED, row.note = note;
+            } else {
+                wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
+                row.throughput = wb_tflops(flops, row.time.median_ms);
+                if (v->is_peer && row.status == WB_ROW_RAN) peer = row.throughput;
+            }
+            rows[n++] = row;
+        }
+        for (int i = 0; i < n; ++i) { /* the roof of a compute-bound stage is the peer, measured in this run */
+            rows[i].roof = peer;
+            wb_report_add(&rep, &rows[i]);
+        }
+        problem_free(&p);
+    }
+    return wb_report_finish(&rep, opt->csv);
+}
+
+/** --check: every variant, twice, on shapes around every tile size, primes, tall and skinny. */
+static int check_sweep(const wb_device *dev, const wb_common_opts *opt)
+{
+    static const int shapes[][3] = {{1, 1, 1},       {2, 3, 4},        {7, 13, 5},     {17, 31, 29},
+                                    {33, 65, 17},    {64, 64, 64},     {127, 129, 65}, {128, 128, 128},
+                                    {129, 257, 31},  {257, 255, 253},  {1000, 999, 998}, {4097, 67, 33},
+                                    {31, 4097, 129}, {8192, 3072, 768}};
+    int checks = 0, failed = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        if ((long long)M * N * K > opt->check_max) continue;
+        for (int t = 0; t < 2; ++t) {
+            problem p;
+            problem_init(&p, t ? WB_F16 : WB_F32, M, N, K, wb_seed_for((uint64_t)opt->seed, s, (uint64_t)t));
+            printf("%5dx%-5dx%-5d %s %s", M, N, K, t ? "fp16" : "fp32", p.n_rows < M ? "(sampled rows)" : "              ");
+            for (int i = 0; i < gemm_variant_count; ++i) {
+                const gemm_variant *v = &gemm_variants[i];
+                if (v->dtype != p.dtype || (opt->variant >= 0 && opt->variant != i)) continue;
+                if (!runs_here(dev, v)) {
+                    printf(" %s:skipped(needs sm_%d)", v->id, v->min_cc);
+                    continue;
+                }
+                job j = {v, &p};
+                int ok = 1;
+                const char *why = NULL;
+                for (int r = 0; r < 2 && !why; ++r) {
+                    wb_compare_result res;
+                    why = run_and_check(&j, &res);
+                    ok = ok && (why || res.ok);
+                }
+                if (why) {
+                    printf(" %s:rejected(%s)", v->id, why);
+                    continue;
+                }
+                checks++;
+                failed += !ok;
+                printf(" %s:%s", v->id, ok ? "ok" : "FAIL");
+            }
+            printf("\n");
+            problem_free(&p);
+        }
+    }
+    printf("stage03 --check: %d checks, %d failed\n", checks, failed);
+    return failed == 0 && checks > 0;
+}
+
+/** @brief Parse arguments, open the GPU (or exit 77), then --check or the timed tables. */
+int main(int argc, char **argv)
+{
+    long long size[3] = {4096, 4096, 4096};
+    const wb_option extra[] = {
+        {"--size", "M N K", "C (MxN) = A (MxK) · B (KxN), row-major (default 4096 4096 4096)", WB_OPT_INT, size, 3, 1,
+         65536, NULL},
+    };
+    const wb_program prog = {"stage03_gemm", "Stage 03: matrix multiplication C = A·B (row-major), fp32 and fp16.",
+                             variant_ids};
+    wb_common_opts opt;
+    wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 1);
+    if (size[0] * size[2] + size[2] * size[1] + size[0] * size[1] > (1LL << 31)) {
+        fprintf(stderr, "%s: A, B and C together must hold at most 2^31 elements, got --size %lld %lld %lld\n"
+                "Try '%s --help'.\n", prog.name, size[0], size[1], size[2], prog.name);
+        return WB_EXIT_USAGE;
+    }
+
+    wb_device dev;
+    wb_device_open_or_skip(&dev, prog.name);
+    int ok;
+    if (opt.check) {
+        ok = check_sweep(&dev, &opt);
+    } else {
+        printf("stage03_gemm: C = A·B, M=%lld N=%lld K=%lld (row-major)\n", size[0], size[1], size[2]);
+        wb_device_print(&dev, stdout);
+        printf("roof for this stage: the cuBLAS peer of each precision, measured in this run\n");
+        ok = bench(&dev, &opt, (int)size[0], (int)size[1], (int)size[2]);
+    }
+    gemm_release();
+    wb_device_close(&dev);
+    return ok ? 0 : 1;
+}
