@@ -32,9 +32,9 @@ void wb_report_add(wb_report *r, const wb_row *row)
         snprintf(r->speedup_base, sizeof r->speedup_base, "%s", row->problem);
         r->v1_ms = 0;
         fprintf(r->out, "\n%s, %s\n", row->problem, row->size);
-        fprintf(r->out, "%-7s | %-48s | %13s | %9s | %9s | %7s | %-22s | %s\n", "variant", "what it does",
+        fprintf(r->out, "%-9s | %-48s | %13s | %9s | %9s | %7s | %-22s | %s\n", "variant", "what it does",
                 "time (median)", row->unit, "% of roof", "vs v1", "max error (of tol)", "ok");
-        fprintf(r->out, "--------+--------------------------------------------------+---------------+-----------+"
+        fprintf(r->out, "----------+--------------------------------------------------+---------------+-----------+"
                         "-----------+---------+------------------------+-----\n");
     }
     if (row->status == WB_ROW_RAN && strcmp(row->variant, "v1") == 0) r->v1_ms = row->time.median_ms;
@@ -50,14 +50,16 @@ void wb_report_add(wb_report *r, const wb_row *row)
     char name[64];
     snprintf(name, sizeof name, "%s%s", row->variant, row->is_peer ? "*" : "");
     if (row->status != WB_ROW_RAN) {
-        fprintf(r->out, "%-7s | %-48.48s | %s\n", name, row->what, row->note ? row->note : "");
+        fprintf(r->out, "%-9s | %-48.48s | %s\n", name, row->what, row->note ? row->note : "");
         return;
     }
     char err[32];
     snprintf(err, sizeof err, "%.2g (%.2f)", row->max_err, row->err_over_tol);
     double speedup = speedup_of(r, row);
-    fprintf(r->out, "%-7s | %-48.48s | %10.4f ms | %9.1f | %8.1f%% | %6.2fx | %-22s | %s\n", name, row->what,
-            row->time.median_ms, row->throughput, pct_of_roof(row), speedup, err, row->ok ? "ok" : "FAIL");
+    char vs_v1[16] = "      -";
+    if (isfinite(speedup)) snprintf(vs_v1, sizeof vs_v1, "%6.2fx", speedup);
+    fprintf(r->out, "%-9s | %-48.48s | %10.4f ms | %9.1f | %8.1f%% | %7s | %-22s | %s\n", name, row->what,
+            row->time.median_ms, row->throughput, pct_of_roof(row), vs_v1, err, row->ok ? "ok" : "FAIL");
 }
 
 /* CSV fields are ours (no commas or quotes) except the GPU name and free text: quote those. */

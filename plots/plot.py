@@ -111,7 +111,8 @@ def draw(results_dir, out_dir):
             ax.set_title(f"{problem}, {size}", fontsize=9, loc="left")
             ax.set_xlabel("% of roof (dashed line; grey bars: library peer)", fontsize=8)
         roof = rows[0]["roof"]
-        fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — roof {roof:.0f} {rows[0]['unit']}", fontsize=10)
+        what = f"roof {roof:.0f} {rows[0]['unit']}" if rows[0]["unit"] == "GB/s" else "roof = the cuBLAS peer"
+        fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — {what}", fontsize=10)
         fig.tight_layout(rect=(0, 0, 1, 0.98))
         target = os.path.join(out_dir, image_name(stage, gpu_slug))
         fig.savefig(target, dpi=110)
@@ -145,8 +146,11 @@ def fmt_ms(ms):
 def stage_table(rows):
     """The markdown table of one stage's results (all problems)."""
     gpu = rows[0]["gpu"]
-    out = [f"Measured on {gpu}; roof = {rows[0]['roof']:.0f} {rows[0]['unit']} "
-           f"(device-to-device copy measured in the same run). Median of the timed runs.", ""]
+    if rows[0]["unit"] == "GB/s":
+        roof = (f"roof = {rows[0]['roof']:.0f} GB/s (device-to-device copy measured in the same run)")
+    else:
+        roof = "roof = the library peer of each table, measured in the same run"
+    out = [f"Measured on {gpu}; {roof}. Median of the timed runs.", ""]
     for (problem, size), rs in group_by_problem(rows).items():
         out.append(f"**{problem}, {size}**")
         out.append("")
@@ -154,8 +158,9 @@ def stage_table(rows):
         out.append("|---|---|---:|---:|---:|---:|")
         for r in rs:
             name = f"{r['variant']} (peer)" if r["peer"] and "peer" not in r["name"] else r["variant"]
-            out.append(f"| {name} | {r['name']} | {fmt_ms(r['time_ms'])} | {r['throughput']:.0f} | "
-                       f"{r['pct_roof']:.1f}% | {r['speedup_vs_v1']:.2f}× |")
+            vs_v1 = f"{r['speedup_vs_v1']:.2f}×" if r["speedup_vs_v1"] > 0 else "–"
+            tp = f"{r['throughput']:.0f}" if r["throughput"] >= 100 else f"{r['throughput']:.1f}"
+            out.append(f"| {name} | {r['name']} | {fmt_ms(r['time_ms'])} | {tp} | {r['pct_roof']:.1f}% | {vs_v1} |")
         out.append("")
     return "\n".join(out).rstrip()
 
@@ -164,7 +169,8 @@ def best_summary(rows):
     """One line for the README's stage table: the best variant and the peer, on the first problem."""
     (problem, _), rs = next(iter(group_by_problem(rows).items()))
     ours = max((r for r in rs if not r["peer"]), key=lambda r: r["pct_roof"])
-    text = f"{ours['variant']}: {ours['pct_roof']:.0f}% of roof ({ours['throughput']:.0f} {ours['unit']}, {problem})"
+    of = "of roof" if ours["unit"] == "GB/s" else "of the peer"
+    text = f"{ours['variant']}: {ours['pct_roof']:.0f}% {of} ({ours['throughput']:.0f} {ours['unit']}, {problem})"
     peers = [r for r in rs if r["peer"]]
     if peers:
         text += f"; {peers[0]['variant']}: {peers[0]['pct_roof']:.0f}%"
