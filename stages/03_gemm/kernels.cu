@@ -353,10 +353,120 @@ static const char *gemm_v6(const void *A, const void *B, void *C, int M, int N, 
 }
 
 /* ---------------------------------------------------------------------------
- * v7 — tensor cores through WMMA (fp16 in, fp32 accumulate, fp16 out).
+ * v7 — warp tiling and double-buffered shared memory.
  * ------------------------------------------------------------------------- */
 
-/** @brief Block tile of v7: 128×128 outputs, K in steps of 32. */
+/**
+ * @brief v7 — v6 reorganised around warps, with the next tiles loaded while the
+ *        current ones are multiplied.
+ *
+ * Two changes. (1) Double buffering: while the block multiplies the tiles in one
+ * shared-memory buffer, each thread has already issued the global loads of the
+ * next tiles into registers; it stores them into the other buffer afterwards, so
+ * one __syncthreads per step suffices and the load latency hides behind 512 FMAs.
+ * (2) Warp tiling: the 8 warps each own a 64×32 tile of C; within it a lane owns
+ * four 4×4 sub-tiles, 32 rows and 16 columns apart. For each k a warp then reads 8
+ * consecutive float4 of A (each shared by 4 lanes: a broadcast) and 4 of B: no bank
+ * conflicts, and the 8×8 outer product of v6 per lane per k.
+ */
+template <bool VEC>
+__global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float *A, const float *B, float *C, int M,
+                                                                    int N, int K)
+{
+    constexpr int BM = 128, BN = 128, BK = 8;
+    __shared__ __align__(16) float As[2][BK * BM]; /* transposed: As[buf][k·BM + m] */
+    __shared__ __align__(16) float Bs[2][BK * BN];
+    int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    int row0 = (warp / 4) * 64 + (lane / 4) * 4; /* this lane's rows: row0 + {0..3} and row0 + 32 + {0..3} */
+    int col0 = (warp % 4) * 32 + (lane % 4) * 4; /* its columns: col0 + {0..3} and col0 + 16 + {0..3} */
+    int a_row = t / 2, a_col = (t % 2) * 4, b_row = t / 32, b_col = (t % 32) * 4;
+    int tile_row = blockIdx.y * BM, tile_col = blockIdx.x * BN;
+    float acc[8][8] = {{0.0f}}, a4[4], b4[4];
+
+    auto load_tiles = [&](int k0) { /* global → registers, zero-filled past the edges */
+        int ar = tile_row + a_row, ac = k0 + a_col, br = k0 + b_row, bc = tile_col + b_col;
+        if (VEC && ar < M && ac + 3 < K) {
+            float4 v = *reinterpret_cast<const float4 *>(A + (long long)ar * K + ac);
+            a4[0] = v.x, a4[1] = v.y, a4[2] = v.z, a4[3] = v.w;
+        } else {
+            for (int i = 0; i < 4; ++i) a4[i] = ar < M && ac + i < K ? A[(long long)ar * K + ac + i] : 0.0f;
+        }
+        if (VEC && br < K && bc + 3 < N) {
+            float4 v = *reinterpret_cast<const float4 *>(B + (long long)br * N + bc);
+            b4[0] = v.x, b4[1] = v.y, b4[2] = v.z, b4[3] = v.w;
+        } else {
+            for (int i = 0; i < 4; ++i) b4[i] = br < K && bc + i < N ? B[(long long)br * N + bc + i] : 0.0f;
+        }
+    };
+    auto store_tiles = [&](int buf) { /* registers → shared memory */
+#pragma unroll
+        for (int i = 0; i < 4; ++i) As[buf][(a_col + i) * BM + a_row] = a4[i];
+        *reinterpret_cast<float4 *>(&Bs[buf][b_row * BN + b_col]) = make_float4(b4[0], b4[1], b4[2], b4[3]);
+    };
+
+    load_tiles(0);
+    store_tiles(0);
+    __syncthreads();
+    int buf = 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        bool more = k0 + BK < K;
+        if (more) load_tiles(k0 + BK); /* in flight during the FMAs below */
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float a[8], b[8];
+            float4 v0 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0]);
+            float4 v1 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0 + 32]);
+            float4 w0 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0]);
+            float4 w1 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0 + 16]);
+            a[0] = v0.x, a[1] = v0.y, a[2] = v0.z, a[3] = v0.w, a[4] = v1.x, a[5] = v1.y, a[6] = v1.z, a[7] = v1.w;
+            b[0] = w0.x, b[1] = w0.y, b[2] = w0.z, b[3] = w0.w, b[4] = w1.x, b[5] = w1.y, b[6] = w1.z, b[7] = w1.w;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+        }
+        if (more) store_tiles(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        int r = tile_row + row0 + (i < 4 ? i : 32 + i - 4);
+        if (r >= M) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int c = tile_col + col0 + 16 * h;
+            const float *v = &acc[i][4 * h];
+            if (VEC && c + 3 < N) {
+                *reinterpret_cast<float4 *>(C + (long long)r * N + c) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+                for (int jj = 0; jj < 4; ++jj)
+                    if (c + jj < N) C[(long long)r * N + c + jj] = v[jj];
+            }
+        }
+    }
+}
+
+static const char *gemm_v7(const void *A, const void *B, void *C, int M, int N, int K)
+{
+    const char *why = check_shape(M, N, K);
+    if (why) return why;
+    if (ceil_div(M, 128) > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    bool vec = K % 4 == 0 && N % 4 == 0 && ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) == 0);
+    dim3 grid(ceil_div(N, 128), ceil_div(M, 128));
+    if (vec)
+        sgemm_warptile_double_buffer<true><<<grid, 256>>>((const float *)A, (const float *)B, (float *)C, M, N, K);
+    else
+        sgemm_warptile_double_buffer<false><<<grid, 256>>>((const float *)A, (const float *)B, (float *)C, M, N, K);
+    WB_CHECK_LAUNCH("sgemm_warptile_double_buffer");
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * v8 — tensor cores through WMMA (fp16 in, fp32 accumulate, fp16 out).
+ * ------------------------------------------------------------------------- */
+
+/** @brief Block tile of v8: 128×128 outputs, K in steps of 32. */
 #define WMMA_BM 128
 /** @brief Block tile columns. */
 #define WMMA_BN 128
@@ -366,7 +476,7 @@ static const char *gemm_v6(const void *A, const void *B, void *C, int M, int N, 
 #define WMMA_PAD 8
 
 /**
- * @brief v7 — each warp computes a 64×32 tile of C as 4×2 WMMA 16×16×16 fragments.
+ * @brief v8 — each warp computes a 64×32 tile of C as 4×2 WMMA 16×16×16 fragments.
  *
  * A tensor core instruction multiplies two 16×16 fp16 tiles and accumulates into
  * a 16×16 fp32 tile: 8192 FLOPs per warp instruction, where an FFMA does 64. The
@@ -442,7 +552,7 @@ __global__ void hgemm_wmma(const __half *A, const __half *B, __half *C, int M, i
         }
 }
 
-static const char *gemm_v7(const void *A, const void *B, void *C, int M, int N, int K)
+static const char *gemm_v8(const void *A, const void *B, void *C, int M, int N, int K)
 {
     const char *why = check_shape(M, N, K);
     if (why) return why;
@@ -504,8 +614,9 @@ extern "C" const gemm_variant gemm_variants[] = {
     {"v4", "1-D register tile: 8 outputs per thread", WB_F32, 0, 75, gemm_v4},
     {"v5", "2-D register tile: 8x8 outputs per thread", WB_F32, 0, 75, gemm_v5},
     {"v6", "v5 + float4 loads, A transposed in smem", WB_F32, 0, 75, gemm_v6},
+    {"v7", "warp tiles, double-buffered shared memory", WB_F32, 0, 75, gemm_v7},
     {"cublas", "cuBLAS SGEMM, TF32 off (peer)", WB_F32, 1, 75, gemm_cublas_sgemm},
-    {"v7", "tensor cores: WMMA 16x16x16, fp32 accumulate", WB_F16, 0, 75, gemm_v7},
+    {"v8", "tensor cores: WMMA 16x16x16, fp32 accumulate", WB_F16, 0, 75, gemm_v8},
     {"cublas-h", "cuBLAS HGEMM, fp32 compute (peer)", WB_F16, 1, 75, gemm_cublas_hgemm},
 };
 extern "C" const int gemm_variant_count = sizeof gemm_variants / sizeof gemm_variants[0];
