@@ -2,6 +2,23 @@
 #include "measure.h"
 
 #include <math.h>
+#include <stdio.h>
+
+int wb_check_variant(const char *id, wb_check_fn check, void *ctx, int runs)
+{
+    int ok = 1;
+    for (int r = 0; r < runs; ++r) {
+        wb_compare_result res;
+        const char *why = check(ctx, &res);
+        if (why) {
+            printf(" %s:rejected(%s)", id, why);
+            return -1;
+        }
+        ok = ok && res.ok;
+    }
+    printf(" %s:%s", id, ok ? "ok" : "FAIL");
+    return ok;
+}
 
 void wb_check_and_time(const wb_device *dev, const wb_common_opts *opt, wb_run_fn run, wb_check_fn check,
                        void *ctx, wb_row *row)

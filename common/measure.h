@@ -40,6 +40,13 @@ typedef const char *(*wb_check_fn)(void *ctx, wb_compare_result *res);
 void wb_check_and_time(const wb_device *dev, const wb_common_opts *opt, wb_run_fn run, wb_check_fn check,
                        void *ctx, wb_row *row);
 
+/**
+ * @brief --check for one variant: run `check` `runs` times (a kernel must also work
+ *        on a second run) and print ` id:ok`, ` id:FAIL` or ` id:rejected(why)`.
+ * @return 1 checked and correct, 0 checked and wrong, −1 rejected by its contract
+ */
+int wb_check_variant(const char *id, wb_check_fn check, void *ctx, int runs);
+
 /** @brief GB/s of `bytes` moved in `ms` milliseconds. */
 static inline double wb_gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 /** @brief TFLOP/s of `flops` done in `ms` milliseconds. */

@@ -171,17 +171,9 @@ static int check_sweep(const wb_common_opts *opt)
         for (int i = 0; i < vecadd_variant_count; ++i) {
             if (!selected(opt, i)) continue;
             job j = {&vecadd_variants[i], &p};
-            for (int rep = 0; rep < 2; ++rep) { /* twice: a kernel must also work on a second run */
-                wb_compare_result r;
-                const char *why = run_and_check(&j, &r);
-                if (why) {
-                    printf("  %s rejected (%s)", j.v->id, why);
-                    break;
-                }
-                checks++;
-                if (!r.ok) failed++;
-                if (rep == 1) printf("  %s %s", j.v->id, r.ok ? "ok" : "FAIL");
-            }
+            int r = wb_check_variant(j.v->id, run_and_check, &j, 2);
+            checks += r >= 0;
+            failed += r == 0;
         }
         printf("\n");
         problem_free(&p);

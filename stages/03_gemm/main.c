@@ -226,20 +226,9 @@ static int check_sweep(const wb_device *dev, const wb_common_opts *opt)
                     continue;
                 }
                 job j = {v, &p};
-                int ok = 1;
-                const char *why = NULL;
-                for (int r = 0; r < 2 && !why; ++r) {
-                    wb_compare_result res;
-                    why = run_and_check(&j, &res);
-                    ok = ok && (why || res.ok);
-                }
-                if (why) {
-                    printf(" %s:rejected(%s)", v->id, why);
-                    continue;
-                }
-                checks++;
-                failed += !ok;
-                printf(" %s:%s", v->id, ok ? "ok" : "FAIL");
+                int r = wb_check_variant(v->id, run_and_check, &j, 2);
+                checks += r >= 0;
+                failed += r == 0;
             }
             printf("\n");
             problem_free(&p);
