@@ -565,6 +565,184 @@ static const char *gemm_v8(const void *A, const void *B, void *C, int M, int N, 
 }
 
 /* ---------------------------------------------------------------------------
+ * v9 — mma.sync, ldmatrix and a cp.async pipeline (sm_80 and later).
+ * ------------------------------------------------------------------------- */
+
+/** @brief Pipeline depth of v9: tiles in flight while one is multiplied. */
+#define MMA_STAGES 3
+/** @brief Row stride of v9's A tile in shared memory, in halves (32 + 8: rows 80 bytes apart, conflict-free ldmatrix). */
+#define MMA_A_STRIDE 40
+/** @brief Row stride of v9's B tile, in halves (128 + 8: rows 272 bytes apart). */
+#define MMA_B_STRIDE 136
+/** @brief Shared memory of v9: MMA_STAGES × (128 rows of A + 32 rows of B). */
+#define MMA_SMEM_BYTES (MMA_STAGES * (128 * MMA_A_STRIDE + 32 * MMA_B_STRIDE) * 2)
+
+/** @brief Copy 16 bytes global → shared without passing through registers; zero-fill when !pred. */
+[[maybe_unused]] static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool pred)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    int bytes = pred ? 16 : 0; /* 0: read nothing, write 16 zeros */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+#endif
+}
+
+/** @brief Close the group of cp.async issued so far. */
+[[maybe_unused]] static __device__ __forceinline__ void cp_async_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/** @brief Wait until at most N groups of cp.async are still in flight. */
+template <int N>
+[[maybe_unused]] static __device__ __forceinline__ void cp_async_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/** @brief Four 8×8 fp16 matrices from shared memory into a warp's registers (ldmatrix.x4). */
+[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half *p)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+/** @brief The same, transposed on the way (for B, stored k-major but wanted column-major). */
+[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const __half *p)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+/** @brief d += a·b on one 16×8×16 tile: fp16 inputs, fp32 accumulators (mma.sync, HMMA). */
+[[maybe_unused]] static __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/**
+ * @brief v9 — tensor cores through `mma.sync` m16n8k16, fed by `ldmatrix`, with a
+ *        3-stage `cp.async` pipeline (sm_80 and later).
+ *
+ * Three changes to v8. (1) `cp.async` copies global memory straight into shared
+ * memory without a round trip through registers, and does not block: the block
+ * keeps the next two 128×32 / 32×128 tiles in flight while it multiplies the
+ * current one (v8 loads, waits, then multiplies). (2) `ldmatrix` loads a warp's
+ * 16×16 fragment of A (or two 16×8 fragments of B, transposed on the way) in one
+ * instruction, from rows padded to 80 and 272 bytes so that its eight 16-byte rows
+ * fall in distinct banks. (3) `mma.sync` is the instruction WMMA is built on, used
+ * directly: each warp owns 64×32 of C as 4×4 tiles of 16×8 and issues 16 MMAs per
+ * 16 of K. Contract: K and N multiples of 8 (16-byte rows for cp.async), sm_80+.
+ */
+__global__ void __launch_bounds__(256) hgemm_mma_pipeline(const __half *A, const __half *B, __half *C, int M, int N,
+                                                          int K)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) __half smem[];
+    __half *As = smem;                                       /* [stage][128][MMA_A_STRIDE] */
+    __half *Bs = smem + MMA_STAGES * 128 * MMA_A_STRIDE;     /* [stage][32][MMA_B_STRIDE] */
+    int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    int warp_m = warp / 4, warp_n = warp % 4; /* 2×4 warps of 64×32 */
+    int tile_row = blockIdx.y * 128, tile_col = blockIdx.x * 128;
+    int k_tiles = (K + 31) / 32;
+
+    auto load_tile = [&](int kt, int stage) {
+        int k0 = kt * 32;
+        __half *as = As + stage * 128 * MMA_A_STRIDE, *bs = Bs + stage * 32 * MMA_B_STRIDE;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            int c = t + i * 256;
+            int ar = c / 4, ac = (c % 4) * 8, gr = tile_row + ar, gc = k0 + ac;
+            bool ok = gr < M && gc < K;
+            cp_async16(as + ar * MMA_A_STRIDE + ac, ok ? A + (long long)gr * K + gc : A, ok);
+            int br = c / 16, bc = (c % 16) * 8, gbr = k0 + br, gbc = tile_col + bc;
+            ok = gbr < K && gbc < N;
+            cp_async16(bs + br * MMA_B_STRIDE + bc, ok ? B + (long long)gbr * N + gbc : B, ok);
+        }
+    };
+
+    float acc[4][4][4] = {{{0.0f}}};
+#pragma unroll
+    for (int s = 0; s < MMA_STAGES - 1; ++s) {
+        if (s < k_tiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<MMA_STAGES - 2>(); /* tile kt has landed (for this thread's copies) */
+        __syncthreads();                  /* ... and for everyone's; the stage refilled below is free */
+        int next = kt + MMA_STAGES - 1;
+        if (next < k_tiles) load_tile(next, next % MMA_STAGES);
+        cp_async_commit();
+        const __half *as = As + (kt % MMA_STAGES) * 128 * MMA_A_STRIDE;
+        const __half *bs = Bs + (kt % MMA_STAGES) * 32 * MMA_B_STRIDE;
+#pragma unroll
+        for (int kk = 0; kk < 32; kk += 16) {
+            unsigned a[4][4], b[4][2];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                ldmatrix_x4(a[i], as + (warp_m * 64 + i * 16 + lane % 16) * MMA_A_STRIDE + kk + (lane / 16) * 8);
+#pragma unroll
+            for (int j = 0; j < 4; j += 2) {
+                unsigned r[4];
+                ldmatrix_x4_trans(r, bs + (kk + lane % 16) * MMA_B_STRIDE + warp_n * 32 + j * 8 + (lane / 16) * 8);
+                b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) mma_16816(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+    /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1} */
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            int r = tile_row + warp_m * 64 + i * 16 + lane / 4, c = tile_col + warp_n * 32 + j * 8 + (lane % 4) * 2;
+            if (c >= N) continue;
+            if (r < M) *reinterpret_cast<__half2 *>(C + (long long)r * N + c) = __floats2half2_rn(acc[i][j][0], acc[i][j][1]);
+            if (r + 8 < M)
+                *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) = __floats2half2_rn(acc[i][j][2], acc[i][j][3]);
+        }
+#endif
+}
+
+static const char *gemm_v9(const void *A, const void *B, void *C, int M, int N, int K)
+{
+    const char *why = check_shape(M, N, K);
+    if (why) return why;
+    if (K % 8 || N % 8) return "needs K and N multiples of 8 (16-byte rows for cp.async): v8 takes any shape";
+    if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
+    if (ceil_div(M, 128) > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    static bool configured = false;
+    if (!configured) { /* more than 48 KB of dynamic shared memory must be asked for */
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_mma_pipeline, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           MMA_SMEM_BYTES));
+        configured = true;
+    }
+    hgemm_mma_pipeline<<<dim3(ceil_div(N, 128), ceil_div(M, 128)), 256, MMA_SMEM_BYTES>>>(
+        (const __half *)A, (const __half *)B, (__half *)C, M, N, K);
+    WB_CHECK_LAUNCH("hgemm_mma_pipeline");
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------
  * The peers: cuBLAS. cuBLAS is column-major; a row-major C = A·B is the
  * column-major Cᵀ = Bᵀ·Aᵀ, so B goes first and the dimensions swap.
  * ------------------------------------------------------------------------- */
@@ -617,6 +795,7 @@ extern "C" const gemm_variant gemm_variants[] = {
     {"v7", "warp tiles, double-buffered shared memory", WB_F32, 0, 75, gemm_v7},
     {"cublas", "cuBLAS SGEMM, TF32 off (peer)", WB_F32, 1, 75, gemm_cublas_sgemm},
     {"v8", "tensor cores: WMMA 16x16x16, fp32 accumulate", WB_F16, 0, 75, gemm_v8},
+    {"v9", "mma.sync m16n8k16 + ldmatrix + cp.async x3", WB_F16, 0, 80, gemm_v9},
     {"cublas-h", "cuBLAS HGEMM, fp32 compute (peer)", WB_F16, 1, 75, gemm_cublas_hgemm},
 };
 extern "C" const int gemm_variant_count = sizeof gemm_variants / sizeof gemm_variants[0];

@@ -1,7 +1,7 @@
 /**
  * @file stages/03_gemm/main.c
  * @brief Stage 03 host program: C = A·B in fp32 (v1–v7, cuBLAS SGEMM) and on
- *        tensor cores in fp16 (v8, cuBLAS HGEMM), checked against a float64 CPU
+ *        tensor cores in fp16 (v8, v9, cuBLAS HGEMM), checked against a float64 CPU
  *        reference and timed; throughput as a fraction of cuBLAS.
  */
 #include <limits.h>
@@ -27,7 +27,7 @@
 /** @brief Rows of C the reference computes for a large product. */
 #define SAMPLED_ROWS 64
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "cublas-h", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "cublas-h", NULL};
 
 /** One problem: A, B and C on host and device, in one precision. */
 typedef struct {
