@@ -568,14 +568,32 @@ static const char *gemm_v8(const void *A, const void *B, void *C, int M, int N, 
  * v9 — mma.sync, ldmatrix and a cp.async pipeline (sm_80 and later).
  * ------------------------------------------------------------------------- */
 
-/** @brief Pipeline depth of v9: tiles in flight while one is multiplied. */
-#define MMA_STAGES 3
-/** @brief Row stride of v9's A tile in shared memory, in halves (32 + 8: rows 80 bytes apart, conflict-free ldmatrix). */
-#define MMA_A_STRIDE 40
-/** @brief Row stride of v9's B tile, in halves (128 + 8: rows 272 bytes apart). */
-#define MMA_B_STRIDE 136
-/** @brief Shared memory of v9: MMA_STAGES × (128 rows of A + 32 rows of B). */
-#define MMA_SMEM_BYTES (MMA_STAGES * (128 * MMA_A_STRIDE + 32 * MMA_B_STRIDE) * 2)
+/**
+ * @brief v9's tile shape, one place to change it: block BM×BN, K in steps of BK,
+ *        warps of WM×WN, STAGES tiles in flight. Rows of the shared tiles are padded
+ *        by 8 halves (16 bytes) so that ldmatrix's eight 16-byte rows hit distinct banks.
+ */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_>
+struct MmaTile {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
+    static constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32;
+    static constexpr int A_STRIDE = BK + 8, B_STRIDE = BN + 8; /* in halves */
+    static constexpr int SMEM_BYTES = STAGES * (BM * A_STRIDE + BK * B_STRIDE) * 2;
+};
+#if defined(MMA_CONFIG_ID) && MMA_CONFIG_ID == 1
+#define MMA_CONFIG MmaTile<128, 128, 32, 64, 32, 3>
+#elif defined(MMA_CONFIG_ID) && MMA_CONFIG_ID == 2
+#define MMA_CONFIG MmaTile<128, 128, 32, 64, 64, 4>
+#elif defined(MMA_CONFIG_ID) && MMA_CONFIG_ID == 4
+#define MMA_CONFIG MmaTile<128, 256, 64, 64, 64, 3>
+#elif defined(MMA_CONFIG_ID) && MMA_CONFIG_ID == 5
+#define MMA_CONFIG MmaTile<256, 128, 32, 64, 64, 3>
+#elif defined(MMA_CONFIG_ID) && MMA_CONFIG_ID == 6
+#define MMA_CONFIG MmaTile<128, 128, 64, 64, 64, 3>
+#else
+/** @brief v9's shape (measured best of the ones tried on the H100; see the page). */
+#define MMA_CONFIG MmaTile<128, 256, 32, 64, 64, 3>
+#endif
 
 /** @brief Copy 16 bytes global → shared without passing through registers; zero-fill when !pred. */
 [[maybe_unused]] static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool pred)
@@ -649,72 +667,78 @@ template <int N>
  * directly: each warp owns 64×32 of C as 4×4 tiles of 16×8 and issues 16 MMAs per
  * 16 of K. Contract: K and N multiples of 8 (16-byte rows for cp.async), sm_80+.
  */
-__global__ void __launch_bounds__(256) hgemm_mma_pipeline(const __half *A, const __half *B, __half *C, int M, int N,
-                                                          int K)
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half *A, const __half *B, __half *C, int M,
+                                                                   int N, int K)
 {
 #if __CUDA_ARCH__ >= 800
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WM, WN = Cfg::WN, STAGES = Cfg::STAGES;
+    constexpr int AS = Cfg::A_STRIDE, BS = Cfg::B_STRIDE, THREADS = Cfg::THREADS;
+    constexpr int MT = WM / 16, NT = WN / 8; /* m16 × n8 tiles per warp */
     extern __shared__ __align__(16) __half smem[];
-    __half *As = smem;                                       /* [stage][128][MMA_A_STRIDE] */
-    __half *Bs = smem + MMA_STAGES * 128 * MMA_A_STRIDE;     /* [stage][32][MMA_B_STRIDE] */
+    __half *As = smem;                       /* [stage][BM][AS] */
+    __half *Bs = smem + STAGES * BM * AS;    /* [stage][BK][BS] */
     int t = threadIdx.x, warp = t / 32, lane = t % 32;
-    int warp_m = warp / 4, warp_n = warp % 4; /* 2×4 warps of 64×32 */
-    int tile_row = blockIdx.y * 128, tile_col = blockIdx.x * 128;
-    int k_tiles = (K + 31) / 32;
+    int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
+    int tile_row = blockIdx.y * BM, tile_col = blockIdx.x * BN;
+    int k_tiles = (K + BK - 1) / BK;
 
-    auto load_tile = [&](int kt, int stage) {
-        int k0 = kt * 32;
-        __half *as = As + stage * 128 * MMA_A_STRIDE, *bs = Bs + stage * 32 * MMA_B_STRIDE;
+    auto load_tile = [&](int kt, int stage) { /* 16-byte chunks: BM·BK/8 of A, BK·BN/8 of B */
+        int k0 = kt * BK;
+        __half *as = As + stage * BM * AS, *bs = Bs + stage * BK * BS;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            int c = t + i * 256;
-            int ar = c / 4, ac = (c % 4) * 8, gr = tile_row + ar, gc = k0 + ac;
+        for (int c = t; c < BM * BK / 8; c += THREADS) {
+            int ar = c / (BK / 8), ac = (c % (BK / 8)) * 8, gr = tile_row + ar, gc = k0 + ac;
             bool ok = gr < M && gc < K;
-            cp_async16(as + ar * MMA_A_STRIDE + ac, ok ? A + (long long)gr * K + gc : A, ok);
-            int br = c / 16, bc = (c % 16) * 8, gbr = k0 + br, gbc = tile_col + bc;
-            ok = gbr < K && gbc < N;
-            cp_async16(bs + br * MMA_B_STRIDE + bc, ok ? B + (long long)gbr * N + gbc : B, ok);
+            cp_async16(as + ar * AS + ac, ok ? A + (long long)gr * K + gc : A, ok);
+        }
+#pragma unroll
+        for (int c = t; c < BK * BN / 8; c += THREADS) {
+            int br = c / (BN / 8), bc = (c % (BN / 8)) * 8, gbr = k0 + br, gbc = tile_col + bc;
+            bool ok = gbr < K && gbc < N;
+            cp_async16(bs + br * BS + bc, ok ? B + (long long)gbr * N + gbc : B, ok);
         }
     };
 
-    float acc[4][4][4] = {{{0.0f}}};
+    float acc[MT][NT][4] = {{{0.0f}}};
 #pragma unroll
-    for (int s = 0; s < MMA_STAGES - 1; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < k_tiles) load_tile(s, s);
         cp_async_commit();
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
-        cp_async_wait<MMA_STAGES - 2>(); /* tile kt has landed (for this thread's copies) */
-        __syncthreads();                  /* ... and for everyone's; the stage refilled below is free */
-        int next = kt + MMA_STAGES - 1;
-        if (next < k_tiles) load_tile(next, next % MMA_STAGES);
+        cp_async_wait<STAGES - 2>(); /* tile kt has landed (for this thread's copies) */
+        __syncthreads();              /* ... and for everyone's; the stage refilled below is free */
+        int next = kt + STAGES - 1;
+        if (next < k_tiles) load_tile(next, next % STAGES);
         cp_async_commit();
-        const __half *as = As + (kt % MMA_STAGES) * 128 * MMA_A_STRIDE;
-        const __half *bs = Bs + (kt % MMA_STAGES) * 32 * MMA_B_STRIDE;
+        const __half *as = As + (kt % STAGES) * BM * AS;
+        const __half *bs = Bs + (kt % STAGES) * BK * BS;
 #pragma unroll
-        for (int kk = 0; kk < 32; kk += 16) {
-            unsigned a[4][4], b[4][2];
+        for (int kk = 0; kk < BK; kk += 16) {
+            unsigned a[MT][4], b[NT][2];
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-                ldmatrix_x4(a[i], as + (warp_m * 64 + i * 16 + lane % 16) * MMA_A_STRIDE + kk + (lane / 16) * 8);
+            for (int i = 0; i < MT; ++i)
+                ldmatrix_x4(a[i], as + (warp_m * WM + i * 16 + lane % 16) * AS + kk + (lane / 16) * 8);
 #pragma unroll
-            for (int j = 0; j < 4; j += 2) {
+            for (int j = 0; j < NT; j += 2) {
                 unsigned r[4];
-                ldmatrix_x4_trans(r, bs + (kk + lane % 16) * MMA_B_STRIDE + warp_n * 32 + j * 8 + (lane / 16) * 8);
+                ldmatrix_x4_trans(r, bs + (kk + lane % 16) * BS + warp_n * WN + j * 8 + (lane / 16) * 8);
                 b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
             }
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
+            for (int i = 0; i < MT; ++i)
 #pragma unroll
-                for (int j = 0; j < 4; ++j) mma_16816(acc[i][j], a[i], b[j][0], b[j][1]);
+                for (int j = 0; j < NT; ++j) mma_16816(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
     cp_async_wait<0>();
     /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1} */
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            int r = tile_row + warp_m * 64 + i * 16 + lane / 4, c = tile_col + warp_n * 32 + j * 8 + (lane % 4) * 2;
+        for (int j = 0; j < NT; ++j) {
+            int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
             if (c >= N) continue;
             if (r < M) *reinterpret_cast<__half2 *>(C + (long long)r * N + c) = __floats2half2_rn(acc[i][j][0], acc[i][j][1]);
             if (r + 8 < M)
@@ -729,14 +753,15 @@ static const char *gemm_v9(const void *A, const void *B, void *C, int M, int N, 
     if (why) return why;
     if (K % 8 || N % 8) return "needs K and N multiples of 8 (16-byte rows for cp.async): v8 takes any shape";
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
-    if (ceil_div(M, 128) > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    using Cfg = MMA_CONFIG;
+    if (ceil_div(M, Cfg::BM) > 65535) return "needs M <= 65535 * BM (grid y limit)";
     static bool configured = false;
     if (!configured) { /* more than 48 KB of dynamic shared memory must be asked for */
-        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_mma_pipeline, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           MMA_SMEM_BYTES));
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_mma_pipeline<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Cfg::SMEM_BYTES));
         configured = true;
     }
-    hgemm_mma_pipeline<<<dim3(ceil_div(N, 128), ceil_div(M, 128)), 256, MMA_SMEM_BYTES>>>(
+    hgemm_mma_pipeline<Cfg><<<dim3(ceil_div(N, Cfg::BN), ceil_div(M, Cfg::BM)), Cfg::THREADS, Cfg::SMEM_BYTES>>>(
         (const __half *)A, (const __half *)B, (__half *)C, M, N, K);
     WB_CHECK_LAUNCH("hgemm_mma_pipeline");
     return NULL;
