@@ -686,14 +686,17 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
     auto load_tile = [&](int kt, int stage) { /* 16-byte chunks: BM·BK/8 of A, BK·BN/8 of B */
         int k0 = kt * BK;
         __half *as = As + stage * BM * AS, *bs = Bs + stage * BK * BS;
+        static_assert((BM * BK / 8) % THREADS == 0 && (BK * BN / 8) % THREADS == 0, "whole chunks per thread");
 #pragma unroll
-        for (int c = t; c < BM * BK / 8; c += THREADS) {
+        for (int i = 0; i < BM * BK / 8 / THREADS; ++i) { /* a compile-time count: fully unrolled */
+            int c = t + i * THREADS;
             int ar = c / (BK / 8), ac = (c % (BK / 8)) * 8, gr = tile_row + ar, gc = k0 + ac;
             bool ok = gr < M && gc < K;
             cp_async16(as + ar * AS + ac, ok ? A + (long long)gr * K + gc : A, ok);
         }
 #pragma unroll
-        for (int c = t; c < BK * BN / 8; c += THREADS) {
+        for (int i = 0; i < BK * BN / 8 / THREADS; ++i) {
+            int c = t + i * THREADS;
             int br = c / (BN / 8), bc = (c % (BN / 8)) * 8, gbr = k0 + br, gbc = tile_col + bc;
             bool ok = gbr < K && gbc < N;
             cp_async16(bs + br * BS + bc, ok ? B + (long long)gbr * N + gbc : B, ok);
