@@ -575,10 +575,17 @@ static const char *gemm_v8(const void *A, const void *B, void *C, int M, int N, 
  */
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_>
 struct MmaTile {
-    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
-    static constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32;
-    static constexpr int A_STRIDE = BK + 8, B_STRIDE = BN + 8; /* in halves */
-    static constexpr int SMEM_BYTES = STAGES * (BM * A_STRIDE + BK * B_STRIDE) * 2;
+    static constexpr int BM = BM_;         /**< rows of C per block */
+    static constexpr int BN = BN_;         /**< columns of C per block */
+    static constexpr int BK = BK_;         /**< K per pipeline stage */
+    static constexpr int WM = WM_;         /**< rows of C per warp */
+    static constexpr int WN = WN_;         /**< columns of C per warp */
+    static constexpr int STAGES = STAGES_; /**< tiles in shared memory at once */
+    static constexpr int WARPS_N = BN / WN;                       /**< warps across a block's columns */
+    static constexpr int THREADS = (BM / WM) * WARPS_N * 32;      /**< threads per block */
+    static constexpr int A_STRIDE = BK + 8;                       /**< A tile row stride, halves */
+    static constexpr int B_STRIDE = BN + 8;                       /**< B tile row stride, halves */
+    static constexpr int SMEM_BYTES = STAGES * (BM * A_STRIDE + BK * B_STRIDE) * 2; /**< dynamic shared memory */
 };
 /**
  * @brief v9's shape: 128×256 per block, K in steps of 64, 8 warps of 64×64, 3 stages
