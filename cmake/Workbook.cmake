@@ -1,5 +1,5 @@
 # Helpers every stage uses: wb_add_stage() builds a stage program and registers
-# its tests the same way for every stage (see docs/testing.md).
+# its tests the same way for every stage (see docs/method.md and docs/adding_a_stage.md).
 
 # Is a GPU here? (decides the sanitizer tests; the architectures are chosen in
 # the top-level CMakeLists.txt before project()).
