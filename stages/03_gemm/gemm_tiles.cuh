@@ -1,0 +1,355 @@
+/**
+ * @file stages/03_gemm/gemm_tiles.cuh
+ * @brief Stage 03's two fastest GEMM kernels, v7 (fp32, warp tiles, double
+ *        buffering) and v9 (fp16 tensor cores, mma.sync + ldmatrix + cp.async),
+ *        with an epilogue hook, and their launchers.
+ *
+ * Stage 03 runs them with GemmIdentity; stage 04 includes this header and fuses
+ * bias + GELU into the epilogue, so the product never makes a round trip through
+ * memory before its activation. The epilogue is a functor:
+ * `__device__ float operator()(float value, int column) const`.
+ */
+#ifndef STAGE03_GEMM_TILES_CUH
+#define STAGE03_GEMM_TILES_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+
+/** @brief The epilogue of a plain GEMM: C = A·B as computed. */
+struct GemmIdentity {
+    /** @brief value, unchanged. */
+    __device__ __forceinline__ float operator()(float value, int) const { return value; }
+};
+
+/* ---------------------------------------------------------------------------
+ * v7 — warp tiling and double-buffered shared memory.
+ * ------------------------------------------------------------------------- */
+
+/**
+ * @brief v7 — v6 reorganised around warps, with the next tiles loaded while the
+ *        current ones are multiplied.
+ *
+ * Two changes. (1) Double buffering: while the block multiplies the tiles in one
+ * shared-memory buffer, each thread has already issued the global loads of the
+ * next tiles into registers; it stores them into the other buffer afterwards, so
+ * one __syncthreads per step suffices and the load latency hides behind 512 FMAs.
+ * (2) Warp tiling: the 8 warps each own a 64×32 tile of C; within it a lane owns
+ * four 4×4 sub-tiles, 32 rows and 16 columns apart. For each k a warp then reads 8
+ * consecutive float4 of A (each shared by 4 lanes: a broadcast) and 4 of B: no bank
+ * conflicts, and the 8×8 outer product of v6 per lane per k. Every result passes
+ * through `epi(value, column)` on its way out (stage 04 fuses bias and GELU there).
+ */
+template <bool VEC, typename Epilogue>
+__global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float *A, const float *B, float *C, int M,
+                                                                    int N, int K, Epilogue epi)
+{
+    constexpr int BM = 128, BN = 128, BK = 8;
+    __shared__ __align__(16) float As[2][BK * BM]; /* transposed: As[buf][k·BM + m] */
+    __shared__ __align__(16) float Bs[2][BK * BN];
+    int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    int row0 = (warp / 4) * 64 + (lane / 4) * 4; /* this lane's rows: row0 + {0..3} and row0 + 32 + {0..3} */
+    int col0 = (warp % 4) * 32 + (lane % 4) * 4; /* its columns: col0 + {0..3} and col0 + 16 + {0..3} */
+    int a_row = t / 2, a_col = (t % 2) * 4, b_row = t / 32, b_col = (t % 32) * 4;
+    int tile_row = blockIdx.y * BM, tile_col = blockIdx.x * BN;
+    float acc[8][8] = {{0.0f}}, a4[4], b4[4];
+
+    auto load_tiles = [&](int k0) { /* global → registers, zero-filled past the edges */
+        int ar = tile_row + a_row, ac = k0 + a_col, br = k0 + b_row, bc = tile_col + b_col;
+        if (VEC && ar < M && ac + 3 < K) {
+            float4 v = *reinterpret_cast<const float4 *>(A + (long long)ar * K + ac);
+            a4[0] = v.x, a4[1] = v.y, a4[2] = v.z, a4[3] = v.w;
+        } else {
+            for (int i = 0; i < 4; ++i) a4[i] = ar < M && ac + i < K ? A[(long long)ar * K + ac + i] : 0.0f;
+        }
+        if (VEC && br < K && bc + 3 < N) {
+            float4 v = *reinterpret_cast<const float4 *>(B + (long long)br * N + bc);
+            b4[0] = v.x, b4[1] = v.y, b4[2] = v.z, b4[3] = v.w;
+        } else {
+            for (int i = 0; i < 4; ++i) b4[i] = br < K && bc + i < N ? B[(long long)br * N + bc + i] : 0.0f;
+        }
+    };
+    auto store_tiles = [&](int buf) { /* registers → shared memory */
+#pragma unroll
+        for (int i = 0; i < 4; ++i) As[buf][(a_col + i) * BM + a_row] = a4[i];
+        *reinterpret_cast<float4 *>(&Bs[buf][b_row * BN + b_col]) = make_float4(b4[0], b4[1], b4[2], b4[3]);
+    };
+
+    load_tiles(0);
+    store_tiles(0);
+    __syncthreads();
+    int buf = 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        bool more = k0 + BK < K;
+        if (more) load_tiles(k0 + BK); /* in flight during the FMAs below */
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float a[8], b[8];
+            float4 v0 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0]);
+            float4 v1 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0 + 32]);
+            float4 w0 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0]);
+            float4 w1 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0 + 16]);
+            a[0] = v0.x, a[1] = v0.y, a[2] = v0.z, a[3] = v0.w, a[4] = v1.x, a[5] = v1.y, a[6] = v1.z, a[7] = v1.w;
+            b[0] = w0.x, b[1] = w0.y, b[2] = w0.z, b[3] = w0.w, b[4] = w1.x, b[5] = w1.y, b[6] = w1.z, b[7] = w1.w;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+        }
+        if (more) store_tiles(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        int r = tile_row + row0 + (i < 4 ? i : 32 + i - 4);
+        if (r >= M) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int c = tile_col + col0 + 16 * h;
+            const float *v = &acc[i][4 * h];
+            if (VEC && c + 3 < N) {
+                *reinterpret_cast<float4 *>(C + (long long)r * N + c) =
+                    make_float4(epi(v[0], c), epi(v[1], c + 1), epi(v[2], c + 2), epi(v[3], c + 3));
+            } else {
+                for (int jj = 0; jj < 4; ++jj)
+                    if (c + jj < N) C[(long long)r * N + c + jj] = epi(v[jj], c + jj);
+            }
+        }
+    }
+}
+
+/**
+ * @brief Launch v7 with an epilogue (fp32 A, B, C; any M, N, K).
+ * @return NULL, or why it cannot take the shape
+ */
+template <typename Epilogue>
+static const char *launch_sgemm_warptile(const float *A, const float *B, float *C, int M, int N, int K, Epilogue epi)
+{
+    if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
+    if ((M + 127) / 128 > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    bool vec = K % 4 == 0 && N % 4 == 0 && ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) == 0);
+    dim3 grid((N + 127) / 128, (M + 127) / 128);
+    if (vec)
+        sgemm_warptile_double_buffer<true><<<grid, 256>>>(A, B, C, M, N, K, epi);
+    else
+        sgemm_warptile_double_buffer<false><<<grid, 256>>>(A, B, C, M, N, K, epi);
+    WB_CHECK_LAUNCH("sgemm_warptile_double_buffer");
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * v9 — mma.sync, ldmatrix and a cp.async pipeline (sm_80 and later).
+ * ------------------------------------------------------------------------- */
+
+/**
+ * @brief v9's tile shape, one place to change it: block BM×BN, K in steps of BK,
+ *        warps of WM×WN, STAGES tiles in flight. Rows of the shared tiles are padded
+ *        by 8 halves (16 bytes) so that ldmatrix's eight 16-byte rows hit distinct banks.
+ */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_>
+struct MmaTile {
+    static constexpr int BM = BM_;         /**< rows of C per block */
+    static constexpr int BN = BN_;         /**< columns of C per block */
+    static constexpr int BK = BK_;         /**< K per pipeline stage */
+    static constexpr int WM = WM_;         /**< rows of C per warp */
+    static constexpr int WN = WN_;         /**< columns of C per warp */
+    static constexpr int STAGES = STAGES_; /**< tiles in shared memory at once */
+    static constexpr int WARPS_N = BN / WN;                       /**< warps across a block's columns */
+    static constexpr int THREADS = (BM / WM) * WARPS_N * 32;      /**< threads per block */
+    static constexpr int A_STRIDE = BK + 8;                       /**< A tile row stride, halves */
+    static constexpr int B_STRIDE = BN + 8;                       /**< B tile row stride, halves */
+    static constexpr int SMEM_BYTES = STAGES * (BM * A_STRIDE + BK * B_STRIDE) * 2; /**< dynamic shared memory */
+};
+/**
+ * @brief v9's shape: 128×256 per block, K in steps of 64, 8 warps of 64×64, 3 stages
+ *        (157 KB of shared memory, 212 registers: one block per SM). On the H100 it
+ *        was the fastest of the shapes tried (see the page's exercise).
+ */
+#define MMA_CONFIG MmaTile<128, 256, 64, 64, 64, 3>
+
+/** @brief Copy 16 bytes global → shared without passing through registers; zero-fill when !pred. */
+[[maybe_unused]] static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool pred)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    int bytes = pred ? 16 : 0; /* 0: read nothing, write 16 zeros */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+#endif
+}
+
+/** @brief Close the group of cp.async issued so far. */
+[[maybe_unused]] static __device__ __forceinline__ void cp_async_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/** @brief Wait until at most N groups of cp.async are still in flight. */
+template <int N>
+[[maybe_unused]] static __device__ __forceinline__ void cp_async_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/** @brief Four 8×8 fp16 matrices from shared memory into a warp's registers (ldmatrix.x4). */
+[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half *p)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+/** @brief The same, transposed on the way (for B, stored k-major but wanted column-major). */
+[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const __half *p)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+/** @brief d += a·b on one 16×8×16 tile: fp16 inputs, fp32 accumulators (mma.sync, HMMA). */
+[[maybe_unused]] static __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/**
+ * @brief v9 — tensor cores through `mma.sync` m16n8k16, fed by `ldmatrix`, with a
+ *        3-stage `cp.async` pipeline (sm_80 and later).
+ *
+ * Three changes to v8. (1) `cp.async` copies global memory straight into shared
+ * memory without a round trip through registers, and does not block: the block
+ * keeps the next two 128×32 / 32×128 tiles in flight while it multiplies the
+ * current one (v8 loads, waits, then multiplies). (2) `ldmatrix` loads a warp's
+ * 16×16 fragment of A (or two 16×8 fragments of B, transposed on the way) in one
+ * instruction, from rows padded to 80 and 272 bytes so that its eight 16-byte rows
+ * fall in distinct banks. (3) `mma.sync` is the instruction WMMA is built on, used
+ * directly: each warp owns 64×32 of C as 4×4 tiles of 16×8 and issues 16 MMAs per
+ * 16 of K. The fp32 results pass through `epi(value, column)` before they are
+ * rounded to fp16. Contract: K and N multiples of 8 (16-byte rows for cp.async), sm_80+.
+ */
+template <typename Cfg, typename Epilogue>
+__global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half *A, const __half *B, __half *C, int M,
+                                                                   int N, int K, Epilogue epi)
+{
+#if __CUDA_ARCH__ >= 800
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WM, WN = Cfg::WN, STAGES = Cfg::STAGES;
+    constexpr int AS = Cfg::A_STRIDE, BS = Cfg::B_STRIDE, THREADS = Cfg::THREADS;
+    constexpr int MT = WM / 16, NT = WN / 8; /* m16 × n8 tiles per warp */
+    extern __shared__ __align__(16) __half smem[];
+    __half *As = smem;                       /* [stage][BM][AS] */
+    __half *Bs = smem + STAGES * BM * AS;    /* [stage][BK][BS] */
+    int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
+    int tile_row = blockIdx.y * BM, tile_col = blockIdx.x * BN;
+    int k_tiles = (K + BK - 1) / BK;
+
+    auto load_tile = [&](int kt, int stage) { /* 16-byte chunks: BM·BK/8 of A, BK·BN/8 of B */
+        int k0 = kt * BK;
+        __half *as = As + stage * BM * AS, *bs = Bs + stage * BK * BS;
+        static_assert((BM * BK / 8) % THREADS == 0 && (BK * BN / 8) % THREADS == 0, "whole chunks per thread");
+#pragma unroll
+        for (int i = 0; i < BM * BK / 8 / THREADS; ++i) { /* a compile-time count: fully unrolled */
+            int c = t + i * THREADS;
+            int ar = c / (BK / 8), ac = (c % (BK / 8)) * 8, gr = tile_row + ar, gc = k0 + ac;
+            bool ok = gr < M && gc < K;
+            cp_async16(as + ar * AS + ac, ok ? A + (long long)gr * K + gc : A, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < BK * BN / 8 / THREADS; ++i) {
+            int c = t + i * THREADS;
+            int br = c / (BN / 8), bc = (c % (BN / 8)) * 8, gbr = k0 + br, gbc = tile_col + bc;
+            bool ok = gbr < K && gbc < N;
+            cp_async16(bs + br * BS + bc, ok ? B + (long long)gbr * N + gbc : B, ok);
+        }
+    };
+
+    float acc[MT][NT][4] = {{{0.0f}}};
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < k_tiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<STAGES - 2>(); /* tile kt has landed (for this thread's copies) */
+        __syncthreads();              /* ... and for everyone's; the stage refilled below is free */
+        int next = kt + STAGES - 1;
+        if (next < k_tiles) load_tile(next, next % STAGES);
+        cp_async_commit();
+        const __half *as = As + (kt % STAGES) * BM * AS;
+        const __half *bs = Bs + (kt % STAGES) * BK * BS;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            unsigned a[MT][4], b[NT][2];
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+                ldmatrix_x4(a[i], as + (warp_m * WM + i * 16 + lane % 16) * AS + kk + (lane / 16) * 8);
+#pragma unroll
+            for (int j = 0; j < NT; j += 2) {
+                unsigned r[4];
+                ldmatrix_x4_trans(r, bs + (kk + lane % 16) * BS + warp_n * WN + j * 8 + (lane / 16) * 8);
+                b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j) mma_16816(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+    /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1} */
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
+            if (c >= N) continue;
+            if (r < M)
+                *reinterpret_cast<__half2 *>(C + (long long)r * N + c) =
+                    __floats2half2_rn(epi(acc[i][j][0], c), epi(acc[i][j][1], c + 1));
+            if (r + 8 < M)
+                *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) =
+                    __floats2half2_rn(epi(acc[i][j][2], c), epi(acc[i][j][3], c + 1));
+        }
+#endif
+}
+
+/**
+ * @brief Launch v9 with an epilogue (fp16 A, B, C; K and N multiples of 8; sm_80+).
+ * @return NULL, or why it cannot take the shape
+ */
+template <typename Epilogue>
+static const char *launch_hgemm_mma(const __half *A, const __half *B, __half *C, int M, int N, int K, Epilogue epi)
+{
+    using Cfg = MMA_CONFIG;
+    if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
+    if (K % 8 || N % 8) return "needs K and N multiples of 8 (16-byte rows for cp.async)";
+    if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
+    if ((M + Cfg::BM - 1) / Cfg::BM > 65535) return "needs M <= 65535 * BM (grid y limit)";
+    static bool configured = false; /* one per epilogue type */
+    if (!configured) { /* more than 48 KB of dynamic shared memory must be asked for */
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_mma_pipeline<Cfg, Epilogue>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
+        configured = true;
+    }
+    dim3 grid((N + Cfg::BN - 1) / Cfg::BN, (M + Cfg::BM - 1) / Cfg::BM);
+    hgemm_mma_pipeline<Cfg><<<grid, Cfg::THREADS, Cfg::SMEM_BYTES>>>(A, B, C, M, N, K, epi);
+    WB_CHECK_LAUNCH("hgemm_mma_pipeline");
+    return NULL;
+}
+
+#endif /* STAGE03_GEMM_TILES_CUH */
