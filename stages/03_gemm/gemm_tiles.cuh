@@ -10,6 +10,7 @@
  * `__device__ float operator()(float value, int column) const`.
  */
 #ifndef STAGE03_GEMM_TILES_CUH
+/** @brief Include guard. */
 #define STAGE03_GEMM_TILES_CUH
 
 #include <cuda_fp16.h>
