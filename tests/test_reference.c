@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "fp16.h"
+#include "gelu.h"
 #include "gemm.h"
 #include "layernorm.h"
 #include "reduce.h"
@@ -240,9 +241,27 @@ static void test_gemm(void)
     EXPECT(bad == 0);
 }
 
+static void test_gelu(void)
+{
+    /* known values: GELU(0) = 0; GELU(x) → x for large x, → 0 for very negative x */
+    EXPECT(ref_gelu_erf(0.0) == 0.0 && ref_gelu_tanh(0.0) == 0.0);
+    EXPECT(fabs(ref_gelu_erf(1.0) - 0.8413447460685429) < 1e-12); /* Φ(1) */
+    EXPECT(fabs(ref_gelu_erf(10.0) - 10.0) < 1e-12 && fabs(ref_gelu_erf(-10.0)) < 1e-12);
+    /* the tanh form stays within 5e-4 of the exact one */
+    double worst = 0;
+    for (double x = -8; x <= 8; x += 1.0 / 64) worst = fmax(worst, fabs(ref_gelu_tanh(x) - ref_gelu_erf(x)));
+    EXPECT(worst < 5e-4 && worst > 1e-5);
+    /* the fused layer: one row by hand */
+    float X[2] = {1.0f, -2.0f}, W[4] = {0.5f, 1.0f, 0.25f, -1.0f}, b[2] = {0.1f, 0.0f}, Y[2];
+    ref_linear_gelu_rows(X, W, b, GELU_ERF, Y, 1, 2, 2, NULL, 0); /* [1 -2]·W = [0, 3]; + b = [0.1, 3] */
+    EXPECT(fabs(Y[0] - ref_gelu_erf(0.1)) < 1e-7 && fabs(Y[1] - ref_gelu_erf(3.0)) < 1e-6);
+    ref_linear_gelu_rows(X, W, NULL, GELU_TANH, Y, 1, 2, 2, NULL, 0);
+    EXPECT(Y[0] == 0.0f && fabs(Y[1] - ref_gelu_tanh(3.0)) < 1e-6);
+}
+
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {{"vector_add", test_vector_add}, {"sum", test_sum}, {"max", test_max},
-                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}, {"rope", test_rope}, {"gemm", test_gemm}};
+                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}, {"rope", test_rope}, {"gemm", test_gemm}, {"gelu", test_gelu}};
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

@@ -1,0 +1,270 @@
+/**
+ * @file stages/04_fused_gelu_linear/kernels.cu
+ * @brief Stage 04 — kernel fusion: bias and GELU in the epilogue of stage 03's GEMM
+ *        instead of separate passes over the product.
+ *
+ * The GEMM is stage 03's (gemm_tiles.cuh: v7 for fp32, v9 for fp16); this stage
+ * only changes what happens to each result between the accumulator and memory.
+ * Unfused, the M×N product is written, read and written by a bias kernel, read
+ * and written by a GELU kernel: five passes of M·N elements over DRAM instead of one.
+ */
+#include "kernels.h"
+
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+
+#include "cublas_check.h"
+#include "cuda_check.h"
+#include "dtype_device.cuh" /* load, store, dispatch */
+#include "gemm_tiles.cuh"   /* stage 03: launch_sgemm_warptile (v7), launch_hgemm_mma (v9), GemmIdentity */
+
+/** @brief GELU, tanh approximation (GPT-2's gelu_new): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+static __device__ __forceinline__ float gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+/** @brief GELU, exact: 0.5·x·(1 + erf(x/√2)). */
+static __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+
+/** @brief The fused epilogue: add the column's bias, apply GELU — on the accumulator, before the store. */
+struct BiasGelu {
+    const float *bias; /**< N entries, or NULL */
+    int kind;          /**< GELU_TANH or GELU_ERF */
+    /** @brief GELU(value + bias[column]). */
+    __device__ __forceinline__ float operator()(float value, int column) const
+    {
+        if (bias) value += bias[column];
+        return kind == GELU_TANH ? gelu_tanh(value) : gelu_erf(value);
+    }
+};
+
+/** @brief Threads per block of the elementwise kernels. */
+#define ELEMENTWISE_THREADS 256
+
+/** @brief y[i] += bias[i mod N], in place: one read and one write of Y. */
+template <typename T>
+__global__ void add_bias(T *y, const float *bias, long long total, int N)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
+        store(y, i, load(y, i) + bias[i % N]);
+}
+
+/** @brief y[i] = GELU(y[i]), in place: one more read and write of Y. */
+template <typename T>
+__global__ void apply_gelu(T *y, long long total, int kind)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        float v = load(y, i);
+        store(y, i, kind == GELU_TANH ? gelu_tanh(v) : gelu_erf(v));
+    }
+}
+
+/** @brief y[i] = GELU(y[i] + bias[i mod N]) in one pass (the epilogue as its own kernel). */
+template <typename T>
+__global__ void bias_gelu(T *y, const float *bias, long long total, int N, int kind)
+{
+    BiasGelu epi = {bias, kind};
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
+        store(y, i, epi(load(y, i), (int)(i % N)));
+}
+
+/** @brief Blocks for an elementwise pass over `total` elements: at most 8 per SM's worth, grid-stride beyond. */
+static unsigned elementwise_blocks(long long total)
+{
+    long long b = (total + ELEMENTWISE_THREADS - 1) / ELEMENTWISE_THREADS;
+    return (unsigned)(b < 132 * 16 ? (b > 0 ? b : 1) : 132 * 16);
+}
+
+template <typename T>
+static void launch_bias_gelu_kernel(const linear_args *a)
+{
+    long long total = (long long)a->M * a->N;
+    bias_gelu<T><<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>((T *)a->Y, a->bias, total, a->N, a->gelu);
+    WB_CHECK_LAUNCH("bias_gelu");
+}
+
+/**
+ * @brief v1 — unfused: the GEMM writes X·W, a bias kernel reads and rewrites it,
+ *        a GELU kernel reads and rewrites it again (5 passes of M·N over DRAM).
+ */
+static const char *linear_v1(const linear_args *a)
+{
+    const char *why = launch_sgemm_warptile((const float *)a->X, (const float *)a->W, (float *)a->Y, a->M, a->N, a->K,
+                                            GemmIdentity());
+    if (why) return why;
+    long long total = (long long)a->M * a->N;
+    if (a->bias) { /* no bias: no pass */
+        add_bias<float><<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>((float *)a->Y, a->bias, total, a->N);
+        WB_CHECK_LAUNCH("add_bias");
+    }
+    apply_gelu<float><<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>((float *)a->Y, total, a->gelu);
+    WB_CHECK_LAUNCH("apply_gelu");
+    return NULL;
+}
+
+/** @brief v2 — the GEMM, then one kernel for bias and GELU together (3 passes of M·N). */
+static const char *linear_v2(const linear_args *a)
+{
+    const char *why = launch_sgemm_warptile((const float *)a->X, (const float *)a->W, (float *)a->Y, a->M, a->N, a->K,
+                                            GemmIdentity());
+    if (why) return why;
+    launch_bias_gelu_kernel<float>(a);
+    return NULL;
+}
+
+/**
+ * @brief v3 — bias and GELU fused into the epilogue of stage 03's v7 (fp32): each
+ *        result is finished in registers and written once (1 pass of M·N).
+ */
+static const char *linear_v3(const linear_args *a)
+{
+    return launch_sgemm_warptile((const float *)a->X, (const float *)a->W, (float *)a->Y, a->M, a->N, a->K,
+                                 BiasGelu{a->bias, a->gelu});
+}
+
+/** @brief v4 — the same epilogue on stage 03's v9 tensor-core GEMM (fp16 in and out, sm_80+). */
+static const char *linear_v4(const linear_args *a)
+{
+    return launch_hgemm_mma((const __half *)a->X, (const __half *)a->W, (__half *)a->Y, a->M, a->N, a->K,
+                            BiasGelu{a->bias, a->gelu});
+}
+
+/* ---------------------------------------------------------------------------
+ * The peers: cuBLAS GEMM + our bias-GELU kernel, and cuBLASLt with its GELU
+ * epilogue. Both column-major: the row-major Y = X·W is Yᵀ = Wᵀ·Xᵀ.
+ * ------------------------------------------------------------------------- */
+
+static cublasHandle_t blas = NULL;
+static cublasLtHandle_t lt = NULL;
+static void *lt_workspace = NULL;
+/** @brief cuBLASLt's workspace, bytes. */
+#define LT_WORKSPACE_BYTES (32u << 20)
+
+static void handles(void)
+{
+    if (blas) return;
+    WB_CUBLAS_CHECK(cublasCreate(&blas));
+    WB_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH)); /* no TF32 */
+    WB_CUBLAS_CHECK(cublasLtCreate(&lt));
+    WB_CUDA_CHECK(cudaMalloc(&lt_workspace, LT_WORKSPACE_BYTES));
+}
+
+static const char *peer_cublas_then_kernel(const linear_args *a, wb_dtype dtype)
+{
+    if (a->M < 1 || a->N < 1 || a->K < 1) return "needs M, N, K >= 1";
+    handles();
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t t = dtype == WB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    WB_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, a->N, a->M, a->K, &one, a->W, t, a->N, a->X, t, a->K,
+                                 &zero, a->Y, t, a->N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (dtype == WB_F16)
+        launch_bias_gelu_kernel<__half>(a);
+    else
+        launch_bias_gelu_kernel<float>(a);
+    return NULL;
+}
+
+static const char *peer_cublas_f32(const linear_args *a) { return peer_cublas_then_kernel(a, WB_F32); }
+static const char *peer_cublas_f16(const linear_args *a) { return peer_cublas_then_kernel(a, WB_F16); }
+
+/** @brief A cuBLASLt plan: descriptors and the chosen algorithm, kept while the problem stays the same. */
+typedef struct {
+    int M, N, K, has_bias, dtype, valid;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t w, x, y;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+static lt_plan plans[2]; /* one per precision */
+
+static const char *lt_prepare(const linear_args *a, wb_dtype dtype, lt_plan *p)
+{
+    int has_bias = a->bias != NULL;
+    if (p->valid && p->M == a->M && p->N == a->N && p->K == a->K && p->has_bias == has_bias) return NULL;
+    if (p->valid) {
+        WB_CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->op));
+        WB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->w));
+        WB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->x));
+        WB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->y));
+        p->valid = 0;
+    }
+    cudaDataType_t t = dtype == WB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    WB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasLtEpilogue_t epi = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    WB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (has_bias) {
+        cudaDataType_t bias_type = CUDA_R_32F;
+        WB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                       sizeof bias_type));
+    }
+    /* column-major: Yᵀ (N×M) = Wᵀ (N×K) · Xᵀ (K×M) */
+    WB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->w, t, a->N, a->K, a->N));
+    WB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->x, t, a->K, a->M, a->K));
+    WB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->y, t, a->N, a->M, a->N));
+    cublasLtMatmulPreference_t pref;
+    WB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = LT_WORKSPACE_BYTES;
+    WB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    WB_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->w, p->x, p->y, p->y, pref, 1, &result, &found));
+    WB_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    p->valid = 1; /* the descriptors exist from here on: released by linear_release */
+    p->M = a->M, p->N = a->N, p->K = a->K, p->has_bias = has_bias, p->dtype = dtype;
+    if (found == 0) {
+        p->M = -1; /* prepare again next time */
+        return "cuBLASLt has no algorithm for this shape";
+    }
+    p->algo = result.algo;
+    return NULL;
+}
+
+static const char *peer_cublaslt(const linear_args *a, wb_dtype dtype)
+{
+    if (a->M < 1 || a->N < 1 || a->K < 1) return "needs M, N, K >= 1";
+    if (a->gelu != GELU_TANH) return "cuBLASLt's GELU epilogue is the tanh form only";
+    handles();
+    lt_plan *p = &plans[dtype == WB_F16];
+    const char *why = lt_prepare(a, dtype, p);
+    if (why) return why;
+    if (a->bias)
+        WB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias,
+                                                       sizeof a->bias));
+    const float one = 1.0f, zero = 0.0f;
+    WB_CUBLAS_CHECK(cublasLtMatmul(lt, p->op, &one, a->W, p->w, a->X, p->x, &zero, a->Y, p->y, a->Y, p->y, &p->algo,
+                                   lt_workspace, LT_WORKSPACE_BYTES, 0));
+    return NULL;
+}
+
+static const char *peer_cublaslt_f32(const linear_args *a) { return peer_cublaslt(a, WB_F32); }
+static const char *peer_cublaslt_f16(const linear_args *a) { return peer_cublaslt(a, WB_F16); }
+
+extern "C" void linear_release(void)
+{
+    for (int i = 0; i < 2; ++i)
+        if (plans[i].valid) {
+            WB_CUBLAS_CHECK(cublasLtMatmulDescDestroy(plans[i].op));
+            WB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(plans[i].w));
+            WB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(plans[i].x));
+            WB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(plans[i].y));
+            plans[i].valid = 0;
+        }
+    if (lt_workspace) WB_CUDA_CHECK(cudaFree(lt_workspace));
+    if (lt) WB_CUBLAS_CHECK(cublasLtDestroy(lt));
+    if (blas) WB_CUBLAS_CHECK(cublasDestroy(blas));
+    lt_workspace = NULL, lt = NULL, blas = NULL;
+}
+
+extern "C" const linear_variant linear_variants[] = {
+    {"v1", "unfused: GEMM, bias kernel, GELU kernel", WB_F32, 0, 75, 5, linear_v1},
+    {"v2", "GEMM, then one bias+GELU kernel", WB_F32, 0, 75, 3, linear_v2},
+    {"v3", "bias+GELU in the GEMM epilogue (stage 03 v7)", WB_F32, 0, 75, 1, linear_v3},
+    {"cublas", "cuBLAS SGEMM + our bias+GELU kernel (peer)", WB_F32, 1, 75, 3, peer_cublas_f32},
+    {"cublaslt", "cuBLASLt, GELU_BIAS epilogue (peer)", WB_F32, 1, 75, 1, peer_cublaslt_f32},
+    {"v4", "bias+GELU in the tensor-core epilogue (v9)", WB_F16, 0, 80, 1, linear_v4},
+    {"cublas-h", "cuBLAS HGEMM + our bias+GELU kernel (peer)", WB_F16, 1, 75, 3, peer_cublas_f16},
+    {"cublaslt-h", "cuBLASLt fp16, GELU_BIAS epilogue (peer)", WB_F16, 1, 75, 1, peer_cublaslt_f16},
+};
+extern "C" const int linear_variant_count = sizeof linear_variants / sizeof linear_variants[0];

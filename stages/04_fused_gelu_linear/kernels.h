@@ -1,0 +1,57 @@
+/**
+ * @file stages/04_fused_gelu_linear/kernels.h
+ * @brief Stage 04 — Y = GELU(X·W + b): launchers and the table of variants.
+ *
+ * X is M×K, W is K×N (GPT-2's Conv1D layout, [in, out], as stage 03's B), b has N
+ * entries (or is NULL: no bias), Y is M×N; all row-major. fp32 variants use fp32
+ * throughout; fp16 variants read and write fp16 with fp32 accumulation (b stays fp32).
+ */
+#ifndef STAGE04_KERNELS_H
+#define STAGE04_KERNELS_H
+
+#include "dtype.h"
+#include "gelu.h" /* gelu_kind: GELU_TANH, GELU_ERF */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Everything one call needs. */
+typedef struct {
+    const void *X;     /**< M×K, device */
+    const void *W;     /**< K×N, device */
+    const float *bias; /**< N, device; NULL: no bias */
+    void *Y;           /**< M×N, device */
+    int M;             /**< rows of X and Y */
+    int N;             /**< columns of W and Y */
+    int K;             /**< columns of X, rows of W */
+    gelu_kind gelu;    /**< tanh approximation or exact */
+} linear_args;
+
+/** @brief A launcher. Returns NULL, or why the variant cannot take the arguments. */
+typedef const char *(*linear_launch_fn)(const linear_args *a);
+
+/** @brief One variant. */
+typedef struct {
+    const char *id;          /**< "v1", …, or a peer's name */
+    const char *what;        /**< one line for the table */
+    wb_dtype dtype;          /**< WB_F32 or WB_F16 (X, W, Y) */
+    int is_peer;             /**< 1 for the library rows */
+    int min_cc;              /**< compute capability needed, 10·major + minor */
+    int passes_over_y;       /**< times Y (or the intermediate) crosses DRAM: 1 fused, 3 with one extra kernel, 5 unfused */
+    linear_launch_fn launch; /**< its launcher */
+} linear_variant;
+
+/** @brief The variants in teaching order, each precision's peers after its variants. */
+extern const linear_variant linear_variants[];
+/** @brief How many. */
+extern const int linear_variant_count;
+
+/** @brief Release the cuBLAS/cuBLASLt handles and workspace (call once at the end). */
+void linear_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STAGE04_KERNELS_H */

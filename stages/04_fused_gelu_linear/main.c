@@ -1,0 +1,294 @@
+/**
+ * @file stages/04_fused_gelu_linear/main.c
+ * @brief Stage 04 host program: Y = GELU(X·W + b) unfused, half fused and fused into
+ *        stage 03's GEMM epilogue, fp32 and fp16, next to cuBLAS and cuBLASLt;
+ *        checked against a float64 CPU reference, timed, and the time fusion saves
+ *        set against the bytes it saves.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "compare.h"
+#include "cuda_check.h"
+#include "device.h"
+#include "fp16.h"
+#include "gelu.h"
+#include "kernels.h"
+#include "measure.h"
+#include "report.h"
+#include "rng.h"
+
+/** @brief Products larger than this many multiply-adds are checked on a sample of rows. */
+#define FULL_CHECK_MAX_MACS (1LL << 27)
+/** @brief Rows of Y the reference computes for a large product. */
+#define SAMPLED_ROWS 64
+
+static const char *const variant_ids[] = {"v1", "v2", "v3", "cublas", "cublaslt", "v4", "cublas-h", "cublaslt-h", NULL};
+static const char *const gelu_choices[] = {"tanh", "erf", NULL};
+
+/** One problem: X, W, b and Y on host and device, in one precision. */
+typedef struct {
+    linear_args a;      /**< the launch arguments (device pointers) */
+    wb_dtype dtype;     /**< storage type of X, W, Y */
+    float *X;           /**< host X as fp32 (for fp16: after rounding) */
+    float *W;           /**< host W as fp32 */
+    float *b;           /**< host bias */
+    uint16_t *X16;      /**< host X, fp16 bits */
+    uint16_t *W16;      /**< host W, fp16 bits */
+    float *ref;         /**< reference Y (the checked rows) */
+    float *got;         /**< GPU Y as fp32 */
+    uint16_t *got16;    /**< GPU Y, fp16 bits */
+    int *rows;          /**< rows checked */
+    int n_rows;         /**< how many */
+    float *d_b;         /**< device bias */
+    wb_tolerance tol;   /**< the check's tolerance */
+} problem;
+
+static int cmp_int(const void *x, const void *y) { return *(const int *)x - *(const int *)y; }
+
+static void problem_init(problem *p, wb_dtype dtype, int M, int N, int K, int with_bias, gelu_kind gelu, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    p->dtype = dtype;
+    size_t x = (size_t)M * K, w = (size_t)K * N, y = (size_t)M * N, es = wb_dtype_bytes(dtype);
+    p->X = wb_host_alloc(x * 4, "X");
+    p->W = wb_host_alloc(w * 4, "W");
+    p->b = wb_host_alloc((size_t)N * 4, "bias");
+    p->X16 = wb_host_alloc(x * 2, "X (fp16)");
+    p->W16 = wb_host_alloc(w * 2, "W (fp16)");
+    p->ref = wb_host_alloc(y * 4, "reference Y");
+    p->got = wb_host_alloc(y * 4, "Y");
+    p->got16 = wb_host_alloc(y * 2, "Y (fp16)");
+    /* GPT-2-like scales: activations ~ U(−1, 1), weights ~ U(−1, 1)/√K, so X·W is O(1)
+     * and GELU works on both of its sides */
+    wb_fill_uniform_f32(p->X, x, -1.0f, 1.0f, seed);
+    float s = 1.0f / sqrtf((float)K);
+    wb_fill_uniform_f32(p->W, w, -s, s, seed + 1);
+    wb_fill_uniform_f32(p->b, (size_t)N, -0.5f, 0.5f, seed + 2);
+    if (dtype == WB_F16) {
+        wb_floats_to_halves(p->X, p->X16, x);
+        wb_halves_to_floats(p->X16, p->X, x);
+        wb_floats_to_halves(p->W, p->W16, w);
+        wb_halves_to_floats(p->W16, p->W, w);
+    }
+    int full = (long long)M * N * K <= FULL_CHECK_MAX_MACS || M <= SAMPLED_ROWS;
+    p->n_rows = full ? M : SAMPLED_ROWS;
+    p->rows = wb_host_alloc(sizeof(int) * (size_t)p->n_rows, "rows");
+    wb_rng r;
+    wb_rng_seed(&r, seed + 3);
+    for (int i = 0; i < p->n_rows; ++i) p->rows[i] = full ? i : (i == 0 ? 0 : i == 1 ? M - 1 : wb_rng_int(&r, 0, M - 1));
+    qsort(p->rows, (size_t)p->n_rows, sizeof(int), cmp_int);
+    ref_linear_gelu_rows(p->X, p->W, with_bias ? p->b : NULL, gelu, p->ref, M, N, K, p->rows, p->n_rows);
+    if (dtype == WB_F16)
+        for (int i = 0; i < p->n_rows; ++i) {
+            float *row = p->ref + (size_t)p->rows[i] * N;
+            wb_floats_to_halves(row, p->got16, (size_t)N);
+            wb_halves_to_floats(p->got16, row, (size_t)N);
+        }
+    /* as stage 03 (|X·W| is O(1) here), plus GELU's own rounding (tanhf, erff: a few ulp) */
+    p->tol.atol = (dtype == WB_F16 ? 1e-3 : 1e-5) + 1e-7 * K;
+    p->tol.rtol = dtype == WB_F16 ? 1.5 * ldexp(1.0, -10) : 1e-5;
+    void *dX = wb_device_alloc(x * es, "X"), *dW = wb_device_alloc(w * es, "W"), *dY = wb_device_alloc(y * es, "Y");
+    p->d_b = wb_device_alloc((size_t)N * 4, "bias");
+    WB_CUDA_CHECK(cudaMemcpy(dX, dtype == WB_F16 ? (void *)p->X16 : (void *)p->X, x * es, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(dW, dtype == WB_F16 ? (void *)p->W16 : (void *)p->W, w * es, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(p->d_b, p->b, (size_t)N * 4, cudaMemcpyHostToDevice));
+    linear_args a = {dX, dW, with_bias ? p->d_b : NULL, dY, M, N, K, gelu};
+    p->a = a;
+}
+
+static void problem_free(problem *p)
+{
+    void *host[] = {p->X, p->W, p->b, p->X16, p->W16, p->ref, p->got, p->got16, p->rows};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; ++i) free(host[i]);
+    void *dev[] = {(void *)p->a.X, (void *)p->a.W, p->a.Y, p->d_b};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; ++i) WB_CUDA_CHECK(cudaFree(dev[i]));
+}
+
+/** What one run needs. */
+typedef struct {
+    const linear_variant *v; /**< the variant */
+    problem *p;              /**< its data */
+} job;
+
+static const char *launch_variant(void *ctx)
+{
+    job *j = (job *)ctx;
+    return j->v->launch(&j->p->a);
+}
+
+/** Poison Y, run once, compare the checked rows; every other element must be finite. */
+static const char *run_and_check(void *ctx, wb_compare_result *res)
+{
+    job *j = (job *)ctx;
+    problem *p = j->p;
+    int M = p->a.M, N = p->a.N;
+    size_t y = (size_t)M * N;
+    wb_poison(p->a.Y, y * wb_dtype_bytes(p->dtype));
+    const char *why = launch_variant(j);
+    if (why) return why;
+    WB_CUDA_CHECK(cudaDeviceSynchronize());
+    if (p->dtype == WB_F16) {
+        WB_CUDA_CHECK(cudaMemcpy(p->got16, p->a.Y, y * 2, cudaMemcpyDeviceToHost));
+        wb_halves_to_floats(p->got16, p->got, y);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(p->got, p->a.Y, y * 4, cudaMemcpyDeviceToHost));
+    }
+    wb_compare_result total = {0};
+    char label[96];
+    for (int i = 0; i < p->n_rows; ++i) {
+        size_t off = (size_t)p->rows[i] * N;
+        snprintf(label, sizeof label, "%s %dx%dx%d row %d", j->v->id, M, N, p->a.K, p->rows[i]);
+        wb_compare_result r = wb_compare_f32(p->got + off, p->ref + off, (size_t)N, p->tol, label, total.n_bad < 5 ? 5 : 0);
+        if (r.worst_frac >= total.worst_frac) total.worst_frac = r.worst_frac, total.worst_index = off + r.worst_index;
+        total.max_abs_err = fmax(total.max_abs_err, r.max_abs_err);
+        total.n_bad += r.n_bad;
+    }
+    size_t unwritten = 0;
+    for (size_t i = 0; i < y; ++i) unwritten += !isfinite(p->got[i]);
+    if (unwritten) fprintf(stderr, "  %s: %zu elements of Y not finite (not written?)\n", j->v->id, unwritten);
+    total.n_bad += unwritten;
+    total.ok = total.n_bad == 0;
+    *res = total;
+    return NULL;
+}
+
+static int runs_here(const wb_device *dev, const linear_variant *v)
+{
+    return dev->cc_major * 10 + dev->cc_minor >= v->min_cc;
+}
+
+/** Default mode: per shape and precision, every variant measured, then reported against the cuBLASLt peer. */
+static int bench(const wb_device *dev, const wb_common_opts *opt, const int (*shapes)[3], int n_shapes, int with_bias,
+                 gelu_kind gelu)
+{
+    wb_report rep;
+    wb_report_begin(&rep, "stage04", dev->name, stdout);
+    for (int s = 0; s < n_shapes; ++s) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        char size[64];
+        snprintf(size, sizeof size, "%dx%dx%d", M, N, K);
+        double flops = 2.0 * M * (double)N * K;
+        for (int t = 0; t < 2; ++t) {
+            wb_dtype dt = t ? WB_F16 : WB_F32;
+            problem p;
+            problem_init(&p, dt, M, N, K, with_bias, gelu, wb_seed_for((uint64_t)opt->seed, (uint64_t)s, (uint64_t)t));
+            wb_row rows[16];
+            double ms[16] = {0}, peer = 0.0;
+            int n = 0;
+            for (int i = 0; i < linear_variant_count; ++i) {
+                const linear_variant *v = &linear_variants[i];
+                if (v->dtype != dt || (opt->variant >= 0 && opt->variant != i && !v->is_peer)) continue;
+                job j = {v, &p};
+                wb_row row = {.problem = t ? "Y = GELU(X·W + b), fp16" : "Y = GELU(X·W + b), fp32", .size = size,
+                              .variant = v->id, .what = v->what, .is_peer = v->is_peer, .unit = "TFLOP/s"};
+                if (!runs_here(dev, v)) {
+                    static char note[64];
+                    snprintf(note, sizeof note, "skipped: needs sm_%d", v->min_cc);
+                    row.status = WB_ROW_SKIPPED, row.note = note;
+                } else {
+                    wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
+                    row.throughput = wb_tflops(flops, row.time.median_ms);
+                    if (row.status == WB_ROW_RAN) ms[n] = row.time.median_ms;
+                    if (v->is_peer && row.status == WB_ROW_RAN && strncmp(v->id, "cublaslt", 8) == 0) peer = row.throughput;
+                }
+                rows[n++] = row;
+            }
+            for (int i = 0; i < n; ++i) { /* the roof: cuBLASLt with its fused epilogue, measured in this run */
+                rows[i].roof = peer;
+                wb_report_add(&rep, &rows[i]);
+            }
+            if (t == 0 && n >= 3 && ms[0] > 0 && ms[2] > 0 && dev->copy_gbps > 0) {
+                /* v1 moves Y 5 times, v3 once: 4 extra passes of M·N floats */
+                double extra_bytes = 4.0 * M * (double)N * 4.0;
+                printf("  fusion: v1 − v3 = %.3f ms saved; the 4 extra passes over Y (%.0f MB) take %.3f ms at the copy roof\n",
+                       ms[0] - ms[2], extra_bytes / 1e6, extra_bytes / (dev->copy_gbps * 1e9) * 1e3);
+            }
+            problem_free(&p);
+        }
+    }
+    return wb_report_finish(&rep, opt->csv);
+}
+
+/** --check: every variant, twice, on odd shapes and GPT-2's. */
+static int check_sweep(const wb_device *dev, const wb_common_opts *opt, int with_bias, gelu_kind gelu)
+{
+    static const int shapes[][3] = {{1, 1, 1},       {3, 5, 7},        {17, 31, 29},     {64, 64, 64},
+                                    {127, 129, 65},  {128, 256, 64},   {257, 264, 72},   {33, 3072, 768},
+                                    {1000, 768, 3072}, {4097, 72, 40}, {8192, 3072, 768}};
+    int checks = 0, failed = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        if ((long long)M * N * K > opt->check_max) continue;
+        for (int t = 0; t < 2; ++t) {
+            problem p;
+            problem_init(&p, t ? WB_F16 : WB_F32, M, N, K, with_bias, gelu,
+                         wb_seed_for((uint64_t)opt->seed, s, (uint64_t)t));
+            printf("%5dx%-5dx%-5d %s %s", M, N, K, t ? "fp16" : "fp32", p.n_rows < M ? "(sampled rows)" : "              ");
+            for (int i = 0; i < linear_variant_count; ++i) {
+                const linear_variant *v = &linear_variants[i];
+                if (v->dtype != p.dtype || (opt->variant >= 0 && opt->variant != i)) continue;
+                if (!runs_here(dev, v)) {
+                    printf(" %s:skipped(needs sm_%d)", v->id, v->min_cc);
+                    continue;
+                }
+                job j = {v, &p};
+                int r = wb_check_variant(v->id, run_and_check, &j, 2);
+                checks += r >= 0;
+                failed += r == 0;
+            }
+            printf("\n");
+            problem_free(&p);
+        }
+    }
+    printf("stage04 --check: %d checks, %d failed\n", checks, failed);
+    return failed == 0 && checks > 0;
+}
+
+/** @brief Parse arguments, open the GPU (or exit 77), then --check or the timed tables. */
+int main(int argc, char **argv)
+{
+    long long size[3] = {0, 0, 0};
+    int gelu_choice = 0, no_bias = 0;
+    const wb_option extra[] = {
+        {"--size", "M N K", "Y (MxN) = GELU(X (MxK) · W (KxN) + b) (default: GPT-2's MLP, 8192x3072x768 and 8192x768x3072)",
+         WB_OPT_INT, size, 3, 1, 65536, NULL},
+        {"--gelu", "G", "tanh (GPT-2's gelu_new, the default) or erf (exact)", WB_OPT_CHOICE, &gelu_choice, 0, 0, 0,
+         gelu_choices},
+        {"--no-bias", NULL, "leave out the bias", WB_OPT_FLAG, &no_bias, 0, 0, 0, NULL},
+    };
+    const wb_program prog = {"stage04_fused_gelu_linear",
+                             "Stage 04: Y = GELU(X·W + b), the bias and GELU fused into the GEMM's epilogue.", variant_ids};
+    wb_common_opts opt;
+    wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
+    if (size[0] * size[2] + size[2] * size[1] + size[0] * size[1] > (1LL << 31)) {
+        fprintf(stderr, "%s: X, W and Y together must hold at most 2^31 elements, got --size %lld %lld %lld\n"
+                "Try '%s --help'.\n", prog.name, size[0], size[1], size[2], prog.name);
+        return WB_EXIT_USAGE;
+    }
+
+    wb_device dev;
+    wb_device_open_or_skip(&dev, prog.name);
+    int ok;
+    gelu_kind gelu = gelu_choice ? GELU_ERF : GELU_TANH;
+    if (opt.check) {
+        ok = check_sweep(&dev, &opt, !no_bias, gelu);
+    } else {
+        static const int gpt2[][3] = {{8192, 3072, 768}, {8192, 768, 3072}};
+        int custom[1][3] = {{(int)size[0], (int)size[1], (int)size[2]}};
+        printf("stage04_fused_gelu_linear: Y = GELU(X·W%s), GELU %s\n", no_bias ? "" : " + b", gelu_choices[gelu_choice]);
+        wb_measure_copy_bandwidth(&dev);
+        wb_device_print(&dev, stdout);
+        printf("roof for this stage: cuBLASLt with its GELU_BIAS epilogue, measured in this run\n");
+        ok = size[0] > 0 ? bench(&dev, &opt, (const int(*)[3])custom, 1, !no_bias, gelu)
+                         : bench(&dev, &opt, gpt2, 2, !no_bias, gelu);
+    }
+    linear_release();
+    wb_device_close(&dev);
+    return ok ? 0 : 1;
+}
