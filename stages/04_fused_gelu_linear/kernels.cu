@@ -171,10 +171,17 @@ static const char *peer_cublas_f16(const linear_args *a) { return peer_cublas_th
 
 /** @brief A cuBLASLt plan: descriptors and the chosen algorithm, kept while the problem stays the same. */
 typedef struct {
-    int M, N, K, has_bias, dtype, valid;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t w, x, y;
-    cublasLtMatmulAlgo_t algo;
+    int M;                      /**< the shape it was made for */
+    int N;                      /**< ... */
+    int K;                      /**< ... */
+    int has_bias;               /**< GELU_BIAS or GELU epilogue */
+    int dtype;                  /**< WB_F32 or WB_F16 */
+    int valid;                  /**< descriptors exist */
+    cublasLtMatmulDesc_t op;    /**< the operation, with its epilogue */
+    cublasLtMatrixLayout_t w;   /**< Wᵀ, N×K column-major */
+    cublasLtMatrixLayout_t x;   /**< Xᵀ, K×M column-major */
+    cublasLtMatrixLayout_t y;   /**< Yᵀ, N×M column-major */
+    cublasLtMatmulAlgo_t algo;  /**< the heuristic's first choice */
 } lt_plan;
 
 static lt_plan plans[2]; /* one per precision */
