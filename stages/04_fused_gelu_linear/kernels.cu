@@ -18,11 +18,16 @@
 #include "dtype_device.cuh" /* load, store, dispatch */
 #include "gemm_tiles.cuh"   /* stage 03: launch_sgemm_warptile (v7), launch_hgemm_mma (v9), GemmIdentity */
 
-/** @brief GELU, tanh approximation (GPT-2's gelu_new): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+/**
+ * @brief GELU, tanh approximation (GPT-2's gelu_new): 0.5·x·(1 + tanh(u)),
+ *        u = √(2/π)·(x + 0.044715·x³), computed as x / (1 + e^(−2u)) — the same
+ *        function (0.5·(1 + tanh u) is the logistic of 2u) in one __expf and a division.
+ */
 static __device__ __forceinline__ float gelu_tanh(float x)
 {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    float u = k * (x + 0.044715f * x * x * x);
+    return x / (1.0f + __expf(-2.0f * u));
 }
 
 /** @brief GELU, exact: 0.5·x·(1 + erf(x/√2)). */
@@ -85,6 +90,18 @@ static void launch_bias_gelu_kernel(const linear_args *a)
     WB_CHECK_LAUNCH("bias_gelu");
 }
 
+extern "C" const char *linear_unfused_epilogue(const linear_args *a)
+{
+    long long total = (long long)a->M * a->N;
+    if (a->bias) {
+        add_bias<float><<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>((float *)a->Y, a->bias, total, a->N);
+        WB_CHECK_LAUNCH("add_bias");
+    }
+    apply_gelu<float><<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>((float *)a->Y, total, a->gelu);
+    WB_CHECK_LAUNCH("apply_gelu");
+    return NULL;
+}
+
 /**
  * @brief v1 — unfused: the GEMM writes X·W, a bias kernel reads and rewrites it,
  *        a GELU kernel reads and rewrites it again (5 passes of M·N over DRAM).
@@ -94,14 +111,7 @@ static const char *linear_v1(const linear_args *a)
     const char *why = launch_sgemm_warptile((const float *)a->X, (const float *)a->W, (float *)a->Y, a->M, a->N, a->K,
                                             GemmIdentity());
     if (why) return why;
-    long long total = (long long)a->M * a->N;
-    if (a->bias) { /* no bias: no pass */
-        add_bias<float><<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>((float *)a->Y, a->bias, total, a->N);
-        WB_CHECK_LAUNCH("add_bias");
-    }
-    apply_gelu<float><<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>((float *)a->Y, total, a->gelu);
-    WB_CHECK_LAUNCH("apply_gelu");
-    return NULL;
+    return linear_unfused_epilogue(a);
 }
 
 /** @brief v2 — the GEMM, then one kernel for bias and GELU together (3 passes of M·N). */
@@ -216,13 +226,14 @@ static const char *lt_prepare(const linear_args *a, wb_dtype dtype, lt_plan *p)
     WB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    WB_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->w, p->x, p->y, p->y, pref, 1, &result, &found));
+    /* not checked as fatal: for some shapes and types cuBLASLt has no kernel, and says so */
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->w, p->x, p->y, p->y, pref, 1, &result, &found);
     WB_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->valid = 1; /* the descriptors exist from here on: released by linear_release */
     p->M = a->M, p->N = a->N, p->K = a->K, p->has_bias = has_bias, p->dtype = dtype;
-    if (found == 0) {
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
         p->M = -1; /* prepare again next time */
-        return "cuBLASLt has no algorithm for this shape";
+        return "cuBLASLt offers no algorithm for this shape and type";
     }
     p->algo = result.algo;
     return NULL;

@@ -47,6 +47,13 @@ extern const linear_variant linear_variants[];
 /** @brief How many. */
 extern const int linear_variant_count;
 
+/**
+ * @brief What v1 adds after its GEMM (fp32): the bias kernel and the GELU kernel,
+ *        each a read and a write of Y. Timed alone, it is the measured cost of the
+ *        intermediate's round trips that fusion removes.
+ */
+const char *linear_unfused_epilogue(const linear_args *a);
+
 /** @brief Release the cuBLAS/cuBLASLt handles and workspace (call once at the end). */
 void linear_release(void);
 
