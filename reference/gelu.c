@@ -16,9 +16,10 @@ double ref_gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654
 void ref_linear_gelu_rows(const float *X, const float *W, const float *b, gelu_kind kind, float *Y, int M, int N, int K,
                           const int *rows, int n_rows)
 {
-    ref_gemm_rows(X, W, Y, M, N, K, rows, n_rows);
-    for (int t = 0; t < (rows ? n_rows : M); ++t) {
-        float *y = Y + (long long)(rows ? rows[t] : t) * N;
+    for (int t = 0; t < (rows ? n_rows : M); ++t) { /* row by row: a row listed twice is not activated twice */
+        int r = rows ? rows[t] : t;
+        ref_gemm_rows(X, W, Y, M, N, K, &r, 1);
+        float *y = Y + (long long)r * N;
         for (int j = 0; j < N; ++j) {
             double v = (double)y[j] + (b ? b[j] : 0.0);
             y[j] = (float)(kind == GELU_TANH ? ref_gelu_tanh(v) : ref_gelu_erf(v));

@@ -33,15 +33,19 @@ static __device__ __forceinline__ float gelu_tanh(float x)
 /** @brief GELU, exact: 0.5·x·(1 + erf(x/√2)). */
 static __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
 
-/** @brief The fused epilogue: add the column's bias, apply GELU — on the accumulator, before the store. */
+/**
+ * @brief The fused epilogue: add the column's bias, apply GELU — on the accumulator,
+ *        before the store. The GELU form is a template argument, so only one of them
+ *        is compiled into the GEMM (the erf form costs registers the GEMM needs).
+ */
+template <int KIND>
 struct BiasGelu {
     const float *bias; /**< N entries, or NULL */
-    int kind;          /**< GELU_TANH or GELU_ERF */
     /** @brief GELU(value + bias[column]). */
     __device__ __forceinline__ float operator()(float value, int column) const
     {
-        if (bias) value += bias[column];
-        return kind == GELU_TANH ? gelu_tanh(value) : gelu_erf(value);
+        if (bias) value += __ldg(bias + column);
+        return KIND == GELU_TANH ? gelu_tanh(value) : gelu_erf(value);
     }
 };
 
@@ -70,9 +74,10 @@ __global__ void apply_gelu(T *y, long long total, int kind)
 template <typename T>
 __global__ void bias_gelu(T *y, const float *bias, long long total, int N, int kind)
 {
-    BiasGelu epi = {bias, kind};
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
-        store(y, i, epi(load(y, i), (int)(i % N)));
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        float v = load(y, i) + (bias ? bias[i % N] : 0.0f);
+        store(y, i, kind == GELU_TANH ? gelu_tanh(v) : gelu_erf(v));
+    }
 }
 
 /** @brief Blocks for an elementwise pass over `total` elements: at most 8 per SM's worth, grid-stride beyond. */
@@ -130,15 +135,19 @@ static const char *linear_v2(const linear_args *a)
  */
 static const char *linear_v3(const linear_args *a)
 {
-    return launch_sgemm_warptile((const float *)a->X, (const float *)a->W, (float *)a->Y, a->M, a->N, a->K,
-                                 BiasGelu{a->bias, a->gelu});
+    const float *X = (const float *)a->X, *W = (const float *)a->W;
+    if (a->gelu == GELU_TANH)
+        return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
+    return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
 }
 
 /** @brief v4 — the same epilogue on stage 03's v9 tensor-core GEMM (fp16 in and out, sm_80+). */
 static const char *linear_v4(const linear_args *a)
 {
-    return launch_hgemm_mma((const __half *)a->X, (const __half *)a->W, (__half *)a->Y, a->M, a->N, a->K,
-                            BiasGelu{a->bias, a->gelu});
+    const __half *X = (const __half *)a->X, *W = (const __half *)a->W;
+    if (a->gelu == GELU_TANH)
+        return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
+    return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
 }
 
 /* ---------------------------------------------------------------------------
@@ -211,8 +220,8 @@ static const char *lt_prepare(const linear_args *a, wb_dtype dtype, lt_plan *p)
     WB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasLtEpilogue_t epi = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     WB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (has_bias) {
-        cudaDataType_t bias_type = CUDA_R_32F;
+    if (has_bias) { /* the bias has the output's type (fp16 for the fp16 peer: see bias_as_half) */
+        cudaDataType_t bias_type = t;
         WB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                        sizeof bias_type));
     }
@@ -239,6 +248,33 @@ static const char *lt_prepare(const linear_args *a, wb_dtype dtype, lt_plan *p)
     return NULL;
 }
 
+/** @brief fp32 → fp16, for the fp16 peer's bias. */
+__global__ void to_half(const float *src, __half *dst, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __float2half_rn(src[i]);
+}
+
+static __half *bias16 = NULL;
+static int bias16_n = 0;
+
+/* cuBLASLt's fp16 GELU_BIAS takes an fp16 bias: convert (outside any timed work when cached). */
+static const void *bias_as_half(const float *bias, int n)
+{
+    static const float *converted_from = NULL;
+    if (bias16 && (bias != converted_from || n != bias16_n)) {
+        WB_CUDA_CHECK(cudaFree(bias16));
+        bias16 = NULL;
+    }
+    if (!bias16) {
+        WB_CUDA_CHECK(cudaMalloc(&bias16, sizeof(__half) * (size_t)n));
+        to_half<<<(n + 255) / 256, 256>>>(bias, bias16, n);
+        WB_CHECK_LAUNCH("to_half");
+        converted_from = bias, bias16_n = n;
+    }
+    return bias16;
+}
+
 static const char *peer_cublaslt(const linear_args *a, wb_dtype dtype)
 {
     if (a->M < 1 || a->N < 1 || a->K < 1) return "needs M, N, K >= 1";
@@ -247,9 +283,10 @@ static const char *peer_cublaslt(const linear_args *a, wb_dtype dtype)
     lt_plan *p = &plans[dtype == WB_F16];
     const char *why = lt_prepare(a, dtype, p);
     if (why) return why;
-    if (a->bias)
-        WB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias,
-                                                       sizeof a->bias));
+    if (a->bias) {
+        const void *bias = dtype == WB_F16 ? bias_as_half(a->bias, a->N) : (const void *)a->bias;
+        WB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
     const float one = 1.0f, zero = 0.0f;
     WB_CUBLAS_CHECK(cublasLtMatmul(lt, p->op, &one, a->W, p->w, a->X, p->x, &zero, a->Y, p->y, a->Y, p->y, &p->algo,
                                    lt_workspace, LT_WORKSPACE_BYTES, 0));
@@ -270,6 +307,8 @@ extern "C" void linear_release(void)
             plans[i].valid = 0;
         }
     if (lt_workspace) WB_CUDA_CHECK(cudaFree(lt_workspace));
+    if (bias16) WB_CUDA_CHECK(cudaFree(bias16));
+    bias16 = NULL;
     if (lt) WB_CUBLAS_CHECK(cublasLtDestroy(lt));
     if (blas) WB_CUBLAS_CHECK(cublasDestroy(blas));
     lt_workspace = NULL, lt = NULL, blas = NULL;
