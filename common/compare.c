@@ -3,6 +3,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "rng.h"
 
 static void consider(wb_compare_result *r, size_t i, double got, double ref, wb_tolerance tol,
                      const char *label, int max_print)
@@ -61,4 +64,48 @@ wb_compare_result wb_compare_scalar(double got, double ref, wb_tolerance tol, co
     r.n = 1;
     r.ok = r.n_bad == 0;
     return r;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+int wb_rows_to_check(int M, long long work, long long max_work, int n_sample, unsigned long long seed, int **rows)
+{
+    int full = work <= max_work || M <= n_sample;
+    int n = full ? M : n_sample;
+    *rows = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (!*rows) {
+        fprintf(stderr, "malloc of %d row indices failed\n", n);
+        exit(1);
+    }
+    wb_rng r;
+    wb_rng_seed(&r, seed);
+    for (int i = 0; i < n; ++i) (*rows)[i] = full ? i : (i == 0 ? 0 : i == 1 ? M - 1 : wb_rng_int(&r, 0, M - 1));
+    qsort(*rows, (size_t)n, sizeof(int), cmp_int);
+    return n;
+}
+
+wb_compare_result wb_compare_rows(const float *got, const float *ref, int rows_total, int cols, const int *rows,
+                                  int n_rows, wb_tolerance tol, const char *label)
+{
+    wb_compare_result total = empty_result();
+    char row_label[160];
+    for (int i = 0; i < n_rows; ++i) {
+        size_t off = (size_t)rows[i] * (size_t)cols;
+        snprintf(row_label, sizeof row_label, "%s row %d", label ? label : "", rows[i]);
+        wb_compare_result r = wb_compare_f32(got + off, ref + off, (size_t)cols, tol, row_label, total.n_bad < 5 ? 5 : 0);
+        if (r.worst_frac >= total.worst_frac) {
+            total.worst_frac = r.worst_frac, total.worst_index = off + r.worst_index;
+            total.worst_got = r.worst_got, total.worst_ref = r.worst_ref;
+        }
+        total.max_abs_err = fmax(total.max_abs_err, r.max_abs_err);
+        total.max_rel_err = fmax(total.max_rel_err, r.max_rel_err);
+        total.n_bad += r.n_bad;
+        total.n += r.n;
+    }
+    size_t all = (size_t)rows_total * (size_t)cols, unwritten = 0;
+    for (size_t i = 0; i < all; ++i) unwritten += !isfinite(got[i]);
+    if (unwritten) fprintf(stderr, "  %s: %zu elements not finite (never written?)\n", label ? label : "", unwritten);
+    total.n_bad += unwritten;
+    total.ok = total.n_bad == 0;
+    return total;
 }

@@ -51,6 +51,38 @@ wb_compare_result wb_compare_f32(const float *got, const float *ref, size_t n, w
 wb_compare_result wb_compare_scalar(double got, double ref, wb_tolerance tol, const char *label,
                                     int max_print);
 
+/**
+ * @brief The rows of an M-row result to check: every row when the work is small
+ *        (at most `max_work`, or M <= n_sample), otherwise n_sample rows — the
+ *        first, the last and random ones — sorted. For outputs whose reference is
+ *        too slow to compute whole (a large GEMM).
+ * @param M        rows of the result
+ * @param work     the reference's cost (multiply-adds)
+ * @param max_work largest cost computed whole
+ * @param n_sample rows to take otherwise
+ * @param seed     of the random rows
+ * @param rows     receives a malloc'ed array (free it)
+ * @return how many rows
+ */
+int wb_rows_to_check(int M, long long work, long long max_work, int n_sample, unsigned long long seed, int **rows);
+
+/**
+ * @brief Compare the listed rows of a rows_total × cols result with the reference,
+ *        and require every element of the whole result to be finite: outputs are
+ *        poisoned with NaN, so an element of an unchecked row that was never
+ *        written still fails.
+ * @param got        the GPU's result, rows_total × cols, copied to the host
+ * @param ref        the reference (only the listed rows are read)
+ * @param rows_total rows of the result
+ * @param cols       row length
+ * @param rows       the rows to compare
+ * @param n_rows     how many
+ * @param tol        the tolerance
+ * @param label      printed with mismatches, followed by "row r"
+ */
+wb_compare_result wb_compare_rows(const float *got, const float *ref, int rows_total, int cols, const int *rows,
+                                  int n_rows, wb_tolerance tol, const char *label);
+
 #ifdef __cplusplus
 }
 #endif

@@ -111,6 +111,33 @@ static void test_compare(void)
     EXPECT(!wb_compare_scalar(NAN, NAN, abs_tol, "nan both", 0).ok);
 }
 
+static void test_rows(void)
+{
+    int *rows = NULL;
+    int n = wb_rows_to_check(10, 1000, 1000, 4, 1, &rows); /* small: every row */
+    EXPECT(n == 10);
+    for (int i = 0; i < n; ++i) EXPECT(rows[i] == i);
+    free(rows);
+    n = wb_rows_to_check(5000, 1LL << 40, 1000, 64, 7, &rows); /* large: a sorted sample with both ends */
+    EXPECT(n == 64 && rows[0] == 0 && rows[n - 1] == 4999);
+    for (int i = 1; i < n; ++i) EXPECT(rows[i] >= rows[i - 1] && rows[i] < 5000);
+    free(rows);
+
+    enum { R = 6, C = 5 };
+    float ref[R * C], got[R * C];
+    for (int i = 0; i < R * C; ++i) ref[i] = got[i] = (float)i;
+    int checked[2] = {1, 4};
+    wb_tolerance exact = {0.0, 0.0};
+    EXPECT(wb_compare_rows(got, ref, R, C, checked, 2, exact, "same").ok);
+    got[2 * C + 3] = NAN; /* a row not checked, never written */
+    wb_compare_result r = wb_compare_rows(got, ref, R, C, checked, 2, exact, "unwritten");
+    EXPECT(!r.ok && r.n_bad == 1);
+    got[2 * C + 3] = ref[2 * C + 3];
+    got[4 * C + 2] += 1.0f; /* a checked row, wrong */
+    r = wb_compare_rows(got, ref, R, C, checked, 2, exact, "wrong");
+    EXPECT(!r.ok && r.n_bad == 1 && r.worst_index == 4 * C + 2 && r.max_abs_err == 1.0);
+}
+
 static void test_rng(void)
 {
     enum { N = 100000 };
@@ -227,7 +254,7 @@ static void test_csv(void)
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {
-        {"args", test_args}, {"compare", test_compare}, {"rng", test_rng},
+        {"args", test_args}, {"compare", test_compare}, {"rows", test_rows}, {"rng", test_rng},
         {"fp16", test_fp16}, {"median", test_median},   {"csv", test_csv},
     };
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);

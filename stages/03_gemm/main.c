@@ -50,8 +50,6 @@ typedef struct {
     wb_tolerance tol;   /**< the check's tolerance */
 } problem;
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
 static void problem_init(problem *p, wb_dtype dtype, int M, int N, int K, uint64_t seed)
 {
     memset(p, 0, sizeof *p);
@@ -73,13 +71,7 @@ static void problem_init(problem *p, wb_dtype dtype, int M, int N, int K, uint64
         wb_halves_to_floats(p->B16, p->B, b);
     }
     /* every row for small products; the first, the last and random rows for large ones */
-    int full = (long long)M * N * K <= FULL_CHECK_MAX_MACS || M <= SAMPLED_ROWS;
-    p->n_rows = full ? M : SAMPLED_ROWS;
-    p->rows = wb_host_alloc(sizeof(int) * (size_t)p->n_rows, "rows");
-    wb_rng r;
-    wb_rng_seed(&r, seed + 2);
-    for (int i = 0; i < p->n_rows; ++i) p->rows[i] = full ? i : (i == 0 ? 0 : i == 1 ? M - 1 : wb_rng_int(&r, 0, M - 1));
-    qsort(p->rows, (size_t)p->n_rows, sizeof(int), cmp_int);
+    p->n_rows = wb_rows_to_check(M, (long long)M * N * K, FULL_CHECK_MAX_MACS, SAMPLED_ROWS, seed + 2, &p->rows);
     ref_gemm_rows(p->A, p->B, p->ref, M, N, K, p->rows, p->n_rows);
     if (dtype == WB_F16) /* an fp16 C can only be the reference rounded to fp16 */
         for (int i = 0; i < p->n_rows; ++i) {
@@ -135,24 +127,8 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
         WB_CUDA_CHECK(cudaMemcpy(p->got, p->d_C, c * 4, cudaMemcpyDeviceToHost));
     }
     char label[96];
-    wb_compare_result total = {0};
-    total.ok = 1;
-    for (int i = 0; i < p->n_rows; ++i) {
-        size_t off = (size_t)p->rows[i] * p->N;
-        snprintf(label, sizeof label, "%s %dx%dx%d row %d", j->v->id, p->M, p->N, p->K, p->rows[i]);
-        wb_compare_result r = wb_compare_f32(p->got + off, p->ref + off, (size_t)p->N, p->tol, label,
-                                             total.n_bad < 5 ? 5 : 0);
-        if (r.worst_frac >= total.worst_frac) total.worst_frac = r.worst_frac, total.worst_index = off + r.worst_index;
-        total.max_abs_err = fmax(total.max_abs_err, r.max_abs_err);
-        total.n_bad += r.n_bad;
-        total.n += r.n;
-    }
-    size_t unwritten = 0; /* rows not in the sample must still have been written */
-    for (size_t i = 0; i < c; ++i) unwritten += !isfinite(p->got[i]);
-    if (unwritten) fprintf(stderr, "  %s: %zu elements of C not finite (not written?)\n", j->v->id, unwritten);
-    total.n_bad += unwritten;
-    total.ok = total.n_bad == 0;
-    *res = total;
+    snprintf(label, sizeof label, "%s %dx%dx%d", j->v->id, p->M, p->N, p->K);
+    *res = wb_compare_rows(p->got, p->ref, p->M, p->N, p->rows, p->n_rows, p->tol, label);
     return NULL;
 }
 

@@ -49,8 +49,6 @@ typedef struct {
     wb_tolerance tol;   /**< the check's tolerance */
 } problem;
 
-static int cmp_int(const void *x, const void *y) { return *(const int *)x - *(const int *)y; }
-
 static void problem_init(problem *p, wb_dtype dtype, int M, int N, int K, int with_bias, gelu_kind gelu, uint64_t seed)
 {
     memset(p, 0, sizeof *p);
@@ -76,13 +74,7 @@ static void problem_init(problem *p, wb_dtype dtype, int M, int N, int K, int wi
         wb_floats_to_halves(p->W, p->W16, w);
         wb_halves_to_floats(p->W16, p->W, w);
     }
-    int full = (long long)M * N * K <= FULL_CHECK_MAX_MACS || M <= SAMPLED_ROWS;
-    p->n_rows = full ? M : SAMPLED_ROWS;
-    p->rows = wb_host_alloc(sizeof(int) * (size_t)p->n_rows, "rows");
-    wb_rng r;
-    wb_rng_seed(&r, seed + 3);
-    for (int i = 0; i < p->n_rows; ++i) p->rows[i] = full ? i : (i == 0 ? 0 : i == 1 ? M - 1 : wb_rng_int(&r, 0, M - 1));
-    qsort(p->rows, (size_t)p->n_rows, sizeof(int), cmp_int);
+    p->n_rows = wb_rows_to_check(M, (long long)M * N * K, FULL_CHECK_MAX_MACS, SAMPLED_ROWS, seed + 3, &p->rows);
     ref_linear_gelu_rows(p->X, p->W, with_bias ? p->b : NULL, gelu, p->ref, M, N, K, p->rows, p->n_rows);
     if (dtype == WB_F16)
         for (int i = 0; i < p->n_rows; ++i) {
@@ -145,22 +137,9 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
     } else {
         WB_CUDA_CHECK(cudaMemcpy(p->got, p->a.Y, y * 4, cudaMemcpyDeviceToHost));
     }
-    wb_compare_result total = {0};
     char label[96];
-    for (int i = 0; i < p->n_rows; ++i) {
-        size_t off = (size_t)p->rows[i] * N;
-        snprintf(label, sizeof label, "%s %dx%dx%d row %d", j->v->id, M, N, p->a.K, p->rows[i]);
-        wb_compare_result r = wb_compare_f32(p->got + off, p->ref + off, (size_t)N, p->tol, label, total.n_bad < 5 ? 5 : 0);
-        if (r.worst_frac >= total.worst_frac) total.worst_frac = r.worst_frac, total.worst_index = off + r.worst_index;
-        total.max_abs_err = fmax(total.max_abs_err, r.max_abs_err);
-        total.n_bad += r.n_bad;
-    }
-    size_t unwritten = 0;
-    for (size_t i = 0; i < y; ++i) unwritten += !isfinite(p->got[i]);
-    if (unwritten) fprintf(stderr, "  %s: %zu elements of Y not finite (not written?)\n", j->v->id, unwritten);
-    total.n_bad += unwritten;
-    total.ok = total.n_bad == 0;
-    *res = total;
+    snprintf(label, sizeof label, "%s %dx%dx%d", j->v->id, M, N, p->a.K);
+    *res = wb_compare_rows(p->got, p->ref, M, N, p->rows, p->n_rows, p->tol, label);
     return NULL;
 }
 
