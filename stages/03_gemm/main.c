@@ -134,7 +134,7 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
 
 static int runs_here(const wb_device *dev, const gemm_variant *v)
 {
-    return dev->cc_major * 10 + dev->cc_minor >= v->min_cc;
+    return wb_device_has_cc(dev, v->min_cc / 10, v->min_cc % 10);
 }
 
 /** Default mode: every variant of each precision measured, then reported with its peer as the roof. */

@@ -145,7 +145,7 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
 
 static int runs_here(const wb_device *dev, const linear_variant *v)
 {
-    return dev->cc_major * 10 + dev->cc_minor >= v->min_cc;
+    return wb_device_has_cc(dev, v->min_cc / 10, v->min_cc % 10);
 }
 
 /** Default mode: per shape and precision, every variant measured, then reported against the cuBLASLt peer. */
