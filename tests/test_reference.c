@@ -14,6 +14,7 @@
 #include "rng.h"
 #include "rope.h"
 #include "softmax.h"
+#include "attention.h"
 #include "test_util.h"
 #include "vector_add.h"
 
@@ -259,9 +260,65 @@ static void test_gelu(void)
     EXPECT(Y[0] == 0.0f && fabs(Y[1] - ref_gelu_tanh(3.0)) < 1e-6);
 }
 
+static void test_attention(void)
+{
+    /* one key: o is its value, L is its score */
+    float q[2] = {1.0f, 2.0f}, k1[2] = {3.0f, -1.0f}, v1[2] = {0.25f, -4.0f}, o[2], L;
+    ref_attention_row(q, k1, v1, 1, 2, 2, 0.5f, o, &L);
+    EXPECT(o[0] == 0.25f && o[1] == -4.0f && L == 0.5f);
+    /* two keys with scores 0 and ln 3: weights 1/4 and 3/4, L = ln 4 */
+    float qq[1] = {1.0f}, kk[2] = {0.0f, (float)log(3.0)}, vv[2] = {1.0f, 5.0f};
+    ref_attention_row(qq, kk, vv, 2, 1, 1, 1.0f, o, &L);
+    EXPECT(fabs(o[0] - 4.0) < 1e-6 && fabs(L - log(4.0)) < 1e-6);
+    /* no visible key: o = 0, L = −∞ */
+    ref_attention_row(q, k1, v1, 0, 2, 2, 1.0f, o, &L);
+    EXPECT(o[0] == 0.0f && o[1] == 0.0f && isinf(L) && L < 0);
+    /* properties on random rows: o is a convex mix of the values (inside their
+     * range per column); equal keys give the mean of the values; shifting every
+     * score (a key direction orthogonal to nothing: add c·q/|q|² to each key)
+     * shifts L by scale·c and leaves o unchanged */
+    enum { N = 300, D = 8 };
+    static float K[N * D], V[N * D], K2[N * D], Q[D], O[D], O2[D];
+    wb_fill_uniform_f32(K, N * D, -2.0f, 2.0f, 11);
+    wb_fill_uniform_f32(V, N * D, -1.0f, 1.0f, 12);
+    wb_fill_uniform_f32(Q, D, -1.0f, 1.0f, 13);
+    float L2;
+    ref_attention_row(Q, K, V, N, D, D, 0.35f, O, &L);
+    for (int c = 0; c < D; ++c) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int j = 0; j < N; ++j) lo = fminf(lo, V[j * D + c]), hi = fmaxf(hi, V[j * D + c]);
+        EXPECT(O[c] >= lo && O[c] <= hi);
+    }
+    double qn = 0;
+    for (int c = 0; c < D; ++c) qn += (double)Q[c] * Q[c];
+    for (int j = 0; j < N; ++j)
+        for (int c = 0; c < D; ++c) K2[j * D + c] = (float)(K[j * D + c] + 3.0 * Q[c] / qn);
+    ref_attention_row(Q, K2, V, N, D, D, 0.35f, O2, &L2);
+    EXPECT(fabs(L2 - L - 0.35 * 3.0) < 1e-4);
+    for (int c = 0; c < D; ++c) EXPECT(fabs(O2[c] - O[c]) < 1e-5);
+    for (int j = 0; j < N; ++j)
+        for (int c = 0; c < D; ++c) K2[j * D + c] = K[c];
+    ref_attention_row(Q, K2, V, N, D, D, 0.35f, O2, &L2);
+    for (int c = 0; c < D; ++c) {
+        double mean = 0;
+        for (int j = 0; j < N; ++j) mean += V[j * D + c];
+        EXPECT(fabs(O2[c] - mean / N) < 1e-6);
+    }
+    /* the stride lets a row read keys of a wider layout: the first D of 2D */
+    static float KW[N * 2 * D], VW[N * 2 * D];
+    for (int j = 0; j < N; ++j)
+        for (int c = 0; c < 2 * D; ++c) {
+            KW[j * 2 * D + c] = c < D ? K[j * D + c] : 1e30f;
+            VW[j * 2 * D + c] = c < D ? V[j * D + c] : 1e30f;
+        }
+    ref_attention_row(Q, KW, VW, N, D, 2 * D, 0.35f, O2, &L2);
+    EXPECT(L2 == L);
+    for (int c = 0; c < D; ++c) EXPECT(O2[c] == O[c]);
+}
+
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {{"vector_add", test_vector_add}, {"sum", test_sum}, {"max", test_max},
-                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}, {"rope", test_rope}, {"gemm", test_gemm}, {"gelu", test_gelu}};
+                                    {"softmax", test_softmax}, {"layernorm", test_layernorm}, {"rope", test_rope}, {"gemm", test_gemm}, {"gelu", test_gelu}, {"attention", test_attention}};
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

@@ -1,0 +1,713 @@
+/**
+ * @file stages/06_flash_attention/kernels.cu
+ * @brief Stage 06 kernels: attention forward, variant by variant.
+ *
+ * v1 writes the N×N score matrix to memory; v2–v5 never do. They walk the keys a
+ * tile at a time and keep, per query row, the running maximum m, the running sum
+ * l and the unnormalised output o — stage 05's online softmax, applied to a
+ * weighted sum of value rows instead of a sum of ones:
+ *
+ *     m' = max(m, max_j s_j)      α = exp(m − m')
+ *     l' = α·l + Σ_j exp(s_j − m')
+ *     o' = α·o + Σ_j exp(s_j − m')·v_j          and at the end   O = o / l,  L = m + log l
+ *
+ * The tiled variants work in base 2: s is pre-multiplied by scale·log2(e), so
+ * every exponential is one `ex2` instruction (exp(x) = 2^(x·log2 e)).
+ */
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+#include "dtype_device.cuh"
+#include "kernels.h"
+
+/** @brief log2(e): exp(x) = exp2(x · LOG2E). */
+#define LOG2E 1.4426950408889634f
+/** @brief ln(2): converts a base-2 log-sum-exp back to natural log. */
+#define LN2 0.6931471805599453f
+
+size_t attention_naive_workspace_bytes(int B, int H, int N)
+{
+    return (size_t)B * (size_t)H * (size_t)N * (size_t)N * sizeof(float);
+}
+
+/** @brief Rows of all heads: B·H·N. */
+static long long total_rows(const attention_problem *p) { return (long long)p->B * p->H * p->N; }
+
+/* ======================================================================== */
+/* v1 — naive: S = scale·Q·Kᵀ to memory, softmax over each row, then O = P·V  */
+/* ======================================================================== */
+
+/** @brief S[i][j] = scale·q_i·k_j (−∞ above the diagonal when causal); one thread per score. */
+template <typename T>
+__global__ void attention_naive_scores(const T *q, const T *k, float *s, int N, int d, float scale, int causal)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x; /* key: consecutive threads, consecutive writes */
+    int i = blockIdx.y * blockDim.y + threadIdx.y; /* query */
+    long long head = blockIdx.z;
+    if (i >= N || j >= N) return;
+    const T *qi = q + (head * N + i) * d, *kj = k + (head * N + j) * d;
+    float dot = 0.0f;
+    for (int c = 0; c < d; ++c) dot += load(qi, c) * load(kj, c);
+    s[(head * N + i) * N + j] = causal && j > i ? -INFINITY : scale * dot;
+}
+
+/** @brief Softmax of each row of S in place, and the row's log-sum-exp; one warp per row, three passes. */
+__global__ void attention_naive_softmax(float *s, float *lse, long long rows, int N)
+{
+    long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    float *x = s + row * N;
+    float m = -INFINITY;
+    for (int j = lane; j < N; j += 32) m = fmaxf(m, x[j]);
+    for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.0f;
+    for (int j = lane; j < N; j += 32) sum += expf(x[j] - m);
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float inv = 1.0f / sum;
+    for (int j = lane; j < N; j += 32) x[j] = expf(x[j] - m) * inv;
+    if (lane == 0) lse[row] = m + logf(sum);
+}
+
+/** @brief O = P·V: one thread per output element, reading a row of P and a column of V. */
+template <typename T>
+__global__ void attention_naive_pv(const float *p, const T *v, T *o, int N, int d)
+{
+    long long head = blockIdx.y;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= N * d) return;
+    int i = idx / d, c = idx % d; /* consecutive threads: consecutive columns of V and O */
+    const float *pi = p + (head * N + i) * N;
+    const T *vh = v + head * N * d;
+    float acc = 0.0f;
+    for (int j = 0; j < N; ++j) acc += pi[j] * load(vh, (long long)j * d + c);
+    store(o, (head * N + i) * d + c, acc);
+}
+
+/**
+ * @brief v1 — naive attention in three kernels: the B·H·N² scores go to memory
+ *        and come back twice.
+ *
+ * At B4 H12 N4096 S is 3.2 GB of fp32 (written once, read and rewritten by the
+ * softmax, read by P·V: ~13 GB of traffic for a 25 MB fp16 output). At N = 16384
+ * it is 51 GB: the quadratic memory, not the FLOPs, is what rules v1 out.
+ */
+static const char *launch_naive(const attention_problem *p)
+{
+    if (p->d > ATTENTION_MAX_HEAD_DIM) return "needs d <= 128";
+    if (!p->workspace || p->workspace_bytes < attention_naive_workspace_bytes(p->B, p->H, p->N))
+        return "needs a B*H*N*N fp32 score matrix; not allocated (too large for this GPU)";
+    if ((long long)p->B * p->H > 65535) return "needs B*H <= 65535";
+    return dispatch(p->dtype, [&](auto t) -> const char * {
+        using T = decltype(t);
+        dim3 block(32, 8), grid((p->N + 31) / 32, (p->N + 7) / 8, p->B * p->H);
+        attention_naive_scores<T><<<grid, block>>>((const T *)p->q, (const T *)p->k, p->workspace, p->N, p->d,
+                                                   p->scale, p->causal);
+        WB_CHECK_LAUNCH("attention_naive_scores");
+        long long rows = total_rows(p);
+        attention_naive_softmax<<<(unsigned)((rows + 7) / 8), 256>>>(p->workspace, p->lse, rows, p->N);
+        WB_CHECK_LAUNCH("attention_naive_softmax");
+        dim3 grid_pv((p->N * p->d + 255) / 256, p->B * p->H);
+        attention_naive_pv<T><<<grid_pv, 256>>>(p->workspace, (const T *)p->v, (T *)p->o, p->N, p->d);
+        WB_CHECK_LAUNCH("attention_naive_pv");
+        return NULL;
+    });
+}
+
+/* ======================================================================== */
+/* v2 — FlashAttention, one thread per query row                            */
+/* ======================================================================== */
+
+/** @brief v2's tile: query rows per block (one per thread) and keys per shared-memory tile. */
+#define V2_ROWS 64
+#define V2_KEYS 32
+
+/**
+ * @brief v2 kernel. Each thread owns one query row: q and the running o in
+ *        registers (D_MAX floats each), m and l as two floats. The block loads a
+ *        tile of V2_KEYS keys and values into shared memory, every thread reads
+ *        them (a broadcast: all threads read the same word), and the online
+ *        softmax folds the tile in.
+ */
+template <typename T, int D_MAX>
+__global__ void __launch_bounds__(V2_ROWS) attention_row_per_thread(const T *q, const T *k, const T *v, T *o,
+                                                                    float *lse, int N, int d, float scale_log2,
+                                                                    int causal)
+{
+    __shared__ float ks[V2_KEYS][D_MAX], vs[V2_KEYS][D_MAX];
+    long long head = blockIdx.y;
+    int i = blockIdx.x * V2_ROWS + threadIdx.x;
+    const T *kh = k + head * N * d, *vh = v + head * N * d;
+
+    float qr[D_MAX], acc[D_MAX];
+#pragma unroll
+    for (int c = 0; c < D_MAX; ++c) {
+        qr[c] = i < N && c < d ? load(q, (head * N + i) * d + c) * scale_log2 : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    /* causal: no row of this block sees a key past the block's last row */
+    int n_keys = causal ? min(N, (blockIdx.x + 1) * V2_ROWS) : N;
+    for (int j0 = 0; j0 < n_keys; j0 += V2_KEYS) {
+        __syncthreads(); /* everyone is done with the previous tile */
+        for (int e = threadIdx.x; e < V2_KEYS * D_MAX; e += V2_ROWS) {
+            int j = e / D_MAX, c = e % D_MAX;
+            bool in = j0 + j < N && c < d; /* zeros past the end: they add nothing */
+            ks[j][c] = in ? load(kh, (long long)(j0 + j) * d + c) : 0.0f;
+            vs[j][c] = in ? load(vh, (long long)(j0 + j) * d + c) : 0.0f;
+        }
+        __syncthreads();
+        float s[V2_KEYS], tile_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < V2_KEYS; ++j) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int c = 0; c < D_MAX; ++c) dot += qr[c] * ks[j][c];
+            bool masked = j0 + j >= N || (causal && j0 + j > i);
+            s[j] = masked ? -INFINITY : dot;
+            tile_max = fmaxf(tile_max, s[j]);
+        }
+        float m_new = fmaxf(m, tile_max);
+        float base = m_new == -INFINITY ? 0.0f : m_new; /* a row with nothing visible yet: keep exp2 finite */
+        float alpha = exp2f(m - base);
+        l *= alpha;
+#pragma unroll
+        for (int c = 0; c < D_MAX; ++c) acc[c] *= alpha;
+#pragma unroll
+        for (int j = 0; j < V2_KEYS; ++j) {
+            float pj = exp2f(s[j] - base);
+            l += pj;
+#pragma unroll
+            for (int c = 0; c < D_MAX; ++c) acc[c] += pj * vs[j][c];
+        }
+        m = m_new;
+    }
+    if (i >= N) return;
+    float inv = 1.0f / l;
+    for (int c = 0; c < d; ++c) store(o, (head * N + i) * d + c, acc[c] * inv);
+    lse[head * N + i] = (m + log2f(l)) * LN2;
+}
+
+/**
+ * @brief v2 — the FlashAttention-1 idea in its simplest form: K and V are read
+ *        once per block of 64 query rows instead of once per row, and S never
+ *        exists in memory.
+ *
+ * Global traffic falls from v1's O(N²) to (N/64)·2·N·d per head. Each score is
+ * still a d-long loop in one thread, and q plus o take 2·D_MAX registers
+ * (256 at d = 128: they spill), which is why v3 shares the work of a row.
+ */
+static const char *launch_row_per_thread(const attention_problem *p)
+{
+    if (p->d > ATTENTION_MAX_HEAD_DIM) return "needs d <= 128";
+    if ((long long)p->B * p->H > 65535) return "needs B*H <= 65535";
+    dim3 grid((p->N + V2_ROWS - 1) / V2_ROWS, p->B * p->H);
+    float scale_log2 = p->scale * LOG2E;
+    return dispatch(p->dtype, [&](auto t) -> const char * {
+        using T = decltype(t);
+        if (p->d <= 64)
+            attention_row_per_thread<T, 64><<<grid, V2_ROWS>>>((const T *)p->q, (const T *)p->k, (const T *)p->v,
+                                                              (T *)p->o, p->lse, p->N, p->d, scale_log2, p->causal);
+        else
+            attention_row_per_thread<T, 128><<<grid, V2_ROWS>>>((const T *)p->q, (const T *)p->k, (const T *)p->v,
+                                                               (T *)p->o, p->lse, p->N, p->d, scale_log2, p->causal);
+        WB_CHECK_LAUNCH("attention_row_per_thread");
+        return NULL;
+    });
+}
+
+/* ======================================================================== */
+/* v3 — block-cooperative: warps share the S tile                           */
+/* ======================================================================== */
+
+/** @brief v3's tile: Br query rows per block (8 per warp), Bc keys per tile (one per lane). */
+#define V3_BR 32
+#define V3_BC 32
+#define V3_WARPS 4
+
+/** @brief v3's shared memory, in floats: Q and K tiles padded by one column (no bank conflicts), V, P. */
+static constexpr int v3_smem_floats(int d_max)
+{
+    return V3_BR * (d_max + 1) + V3_BC * (d_max + 1) + V3_BC * d_max + V3_BR * V3_BC;
+}
+
+/**
+ * @brief v3 kernel. A block of 4 warps owns V3_BR = 32 query rows; warp w owns
+ *        rows 8w … 8w+7. For each tile of 32 keys, lane j computes the 8 scores
+ *        of key j against the warp's rows, so a row's scores lie across the warp
+ *        and its max and sum are five shuffles. The probabilities go through
+ *        shared memory to P·V, where lane c accumulates output columns c, c+32, …
+ */
+template <typename T, int D_MAX>
+__global__ void __launch_bounds__(V3_WARPS * 32) attention_block_tiled(const T *q, const T *k, const T *v, T *o,
+                                                                       float *lse, int N, int d, float scale_log2,
+                                                                       int causal)
+{
+    extern __shared__ float smem[];
+    float(*qs)[D_MAX + 1] = (float(*)[D_MAX + 1])smem;
+    float(*ks)[D_MAX + 1] = (float(*)[D_MAX + 1])(smem + V3_BR * (D_MAX + 1));
+    float(*vs)[D_MAX] = (float(*)[D_MAX])(smem + (V3_BR + V3_BC) * (D_MAX + 1));
+    float(*ps)[V3_BC] = (float(*)[V3_BC])(smem + (V3_BR + V3_BC) * (D_MAX + 1) + V3_BC * D_MAX);
+    constexpr int ROWS_PER_WARP = V3_BR / V3_WARPS, COLS_PER_LANE = D_MAX / 32;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    long long head = blockIdx.y;
+    int row0 = blockIdx.x * V3_BR;
+    const T *kh = k + head * N * d, *vh = v + head * N * d;
+
+    for (int e = threadIdx.x; e < V3_BR * D_MAX; e += blockDim.x) {
+        int r = e / D_MAX, c = e % D_MAX;
+        qs[r][c] = row0 + r < N && c < d ? load(q, (head * N + row0 + r) * d + c) * scale_log2 : 0.0f;
+    }
+    float m[ROWS_PER_WARP], l[ROWS_PER_WARP], acc[ROWS_PER_WARP][COLS_PER_LANE];
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_WARP; ++r) {
+        m[r] = -INFINITY, l[r] = 0.0f;
+#pragma unroll
+        for (int t = 0; t < COLS_PER_LANE; ++t) acc[r][t] = 0.0f;
+    }
+    int n_keys = causal ? min(N, row0 + V3_BR) : N;
+    for (int j0 = 0; j0 < n_keys; j0 += V3_BC) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < V3_BC * D_MAX; e += blockDim.x) {
+            int j = e / D_MAX, c = e % D_MAX;
+            bool in = j0 + j < N && c < d;
+            ks[j][c] = in ? load(kh, (long long)(j0 + j) * d + c) : 0.0f;
+            vs[j][c] = in ? load(vh, (long long)(j0 + j) * d + c) : 0.0f;
+        }
+        __syncthreads();
+        /* scores: lane = key; ks[lane][c] has stride D_MAX+1 across lanes, so 32 different banks */
+        float s[ROWS_PER_WARP];
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_WARP; ++r) s[r] = 0.0f;
+        for (int c = 0; c < d; ++c) {
+            float kc = ks[lane][c];
+#pragma unroll
+            for (int r = 0; r < ROWS_PER_WARP; ++r) s[r] += qs[warp * ROWS_PER_WARP + r][c] * kc;
+        }
+        int key = j0 + lane;
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_WARP; ++r) {
+            int row = row0 + warp * ROWS_PER_WARP + r;
+            if (key >= N || (causal && key > row)) s[r] = -INFINITY;
+            float mx = s[r];
+            for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            float m_new = fmaxf(m[r], mx);
+            float base = m_new == -INFINITY ? 0.0f : m_new;
+            float pj = exp2f(s[r] - base), sum = pj;
+            for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            float alpha = exp2f(m[r] - base);
+            l[r] = alpha * l[r] + sum;
+            m[r] = m_new;
+#pragma unroll
+            for (int t = 0; t < COLS_PER_LANE; ++t) acc[r][t] *= alpha;
+            ps[warp * ROWS_PER_WARP + r][lane] = pj;
+        }
+        __syncwarp(); /* the warp's P rows are written; only this warp reads them */
+        for (int j = 0; j < V3_BC; ++j) {
+#pragma unroll
+            for (int t = 0; t < COLS_PER_LANE; ++t) {
+                float vc = vs[j][lane + 32 * t]; /* consecutive lanes, consecutive words */
+#pragma unroll
+                for (int r = 0; r < ROWS_PER_WARP; ++r) acc[r][t] += ps[warp * ROWS_PER_WARP + r][j] * vc;
+            }
+        }
+        __syncwarp(); /* P is read before the next tile overwrites it */
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_WARP; ++r) {
+        int row = row0 + warp * ROWS_PER_WARP + r;
+        if (row >= N) continue;
+        float inv = 1.0f / l[r];
+#pragma unroll
+        for (int t = 0; t < COLS_PER_LANE; ++t)
+            if (lane + 32 * t < d) store(o, (head * N + row) * d + lane + 32 * t, acc[r][t] * inv);
+        if (lane == 0) lse[head * N + row] = (m[r] + log2f(l[r])) * LN2;
+    }
+}
+
+/**
+ * @brief v3 — a block of 4 warps shares each K/V tile among 32 query rows, and
+ *        a warp shares each score row among its 32 lanes.
+ *
+ * Against v2: a score is still one thread's d-long dot product, but the row's
+ * max and sum become warp shuffles, o is spread over the warp (8 rows × d/32
+ * columns per lane instead of d per thread: no spills), and K and V are staged
+ * in fp32 once per 32 rows. Still fp32 FMA on CUDA cores: at most the fp32 peak.
+ */
+static const char *launch_block_tiled(const attention_problem *p)
+{
+    if (p->d > ATTENTION_MAX_HEAD_DIM) return "needs d <= 128";
+    if ((long long)p->B * p->H > 65535) return "needs B*H <= 65535";
+    dim3 grid((p->N + V3_BR - 1) / V3_BR, p->B * p->H);
+    float scale_log2 = p->scale * LOG2E;
+    return dispatch(p->dtype, [&](auto t) -> const char * {
+        using T = decltype(t);
+        if (p->d <= 64) {
+            size_t smem = v3_smem_floats(64) * sizeof(float);
+            attention_block_tiled<T, 64><<<grid, V3_WARPS * 32, smem>>>(
+                (const T *)p->q, (const T *)p->k, (const T *)p->v, (T *)p->o, p->lse, p->N, p->d, scale_log2,
+                p->causal);
+        } else {
+            size_t smem = v3_smem_floats(128) * sizeof(float); /* 53 KB: above the 48 KB default, so opt in */
+            WB_CUDA_CHECK(cudaFuncSetAttribute(attention_block_tiled<T, 128>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            attention_block_tiled<T, 128><<<grid, V3_WARPS * 32, smem>>>(
+                (const T *)p->q, (const T *)p->k, (const T *)p->v, (T *)p->o, p->lse, p->N, p->d, scale_log2,
+                p->causal);
+        }
+        WB_CHECK_LAUNCH("attention_block_tiled");
+        return NULL;
+    });
+}
+
+/* ======================================================================== */
+/* v4, v5 — tensor cores, the FlashAttention-2 work split                    */
+/* ======================================================================== */
+
+/*
+ * The instructions, wrapped. mma m16n8k16 (fp16 in, fp32 accumulate) exists from
+ * sm_80; on sm_75 the same tile is two m16n8k8, which split A and B along k:
+ * A's registers a0,a1 are k 0–7 and a2,a3 are k 8–15, B's b0 is k 0–7 and b1 k 8–15.
+ * ldmatrix exists from sm_75; cp.async from sm_80 (v5 only).
+ */
+
+/** @brief Four 8×8 fp16 matrices from shared memory, one row address per lane (ldmatrix.x4). */
+static __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/** @brief The same, each matrix transposed on the way (V is stored key-major; mma wants it by column). */
+static __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const __half *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/** @brief c += a·b on a 16×8×16 tile, fp16 in, fp32 accumulators: m16n8k16 on sm_80+, two m16n8k8 on sm_75. */
+static __device__ __forceinline__ void mma_16x8x16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b0));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
+}
+
+/** @brief Copy 16 bytes global → shared without a register (sm_80+); src_bytes 0 writes 16 zeros. */
+static __device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, int src_bytes)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+#endif
+}
+
+/** @brief Close the group of cp.async issued so far. */
+static __device__ __forceinline__ void cp_async_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/** @brief Wait until at most N groups are still in flight. */
+template <int N>
+static __device__ __forceinline__ void cp_async_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/** @brief Two floats → one register of two fp16 (the lower index in the low half). */
+static __device__ __forceinline__ unsigned pack_half2(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&h);
+}
+
+/** @brief Tensor-core variants: keys per tile (Bc) and query rows per warp. */
+#define FA_BC 64
+#define FA_ROWS_PER_WARP 16
+
+/**
+ * @brief Where 16-byte chunk `chunk` of tile row `row` lives in shared memory, in
+ *        halves. Rows are D·2 bytes (128 or 256), so unswizzled the 8 rows one
+ *        ldmatrix reads would all start in the same bank: an 8-way conflict.
+ *        XOR-ing the chunk index with row % 8 puts those 8 rows' chunks in 8
+ *        different 16-byte bank groups; writes and ldmatrix use the same map.
+ */
+template <int D>
+static __device__ __forceinline__ int swizzle(int row, int chunk)
+{
+    return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+/**
+ * @brief Load a rows × D fp16 tile (rows past N as zeros) into swizzled shared
+ *        memory, 16 bytes per thread per step: through registers (sync) or with
+ *        cp.async (ASYNC, sm_80+).
+ */
+template <int D, int ROWS, int THREADS, bool ASYNC>
+static __device__ __forceinline__ void load_tile(__half *dst, const __half *src, int row0, int N)
+{
+    constexpr int CHUNKS = D / 8; /* 16-byte chunks per row */
+    static_assert(ROWS * CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
+#pragma unroll
+    for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
+        int e = threadIdx.x + i * THREADS;
+        int r = e / CHUNKS, c = e % CHUNKS;
+        bool in = row0 + r < N;
+        const __half *g = src + (long long)(in ? row0 + r : 0) * D + c * 8;
+        __half *s = dst + swizzle<D>(r, c);
+        if constexpr (ASYNC) {
+            cp_async_16(s, g, in ? 16 : 0);
+        } else {
+            uint4 val = in ? *reinterpret_cast<const uint4 *>(g) : make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(s) = val;
+        }
+    }
+}
+
+/**
+ * @brief v4 and v5 kernel: FlashAttention-2's work split on tensor cores.
+ *
+ * A block of WARPS warps owns WARPS·16 query rows; each warp owns 16 of them for
+ * the whole kernel and never talks to the other warps about them (FA2: split the
+ * queries across warps, not the keys, so no warp waits for another's partial
+ * sums). Per tile of FA_BC = 64 keys, a warp computes its 16×64 block of S with
+ * mma.sync (Q from registers, K by ldmatrix), folds it into m and l in
+ * registers, turns it into fp16 P — whose accumulator layout is exactly the A
+ * operand layout of the next mma, so P never touches shared memory — and adds
+ * P·V (V by ldmatrix.trans) into its 16×D output accumulators.
+ *
+ * Thread `lane` holds rows lane/4 and lane/4 + 8 of the warp's 16, and of each
+ * 8-column slice the columns 2·(lane%4) and +1: a row's max and sum are over 4
+ * lanes (two shuffles). ASYNC (v5): K and V of tile t+1 are copied with
+ * cp.async into the second buffer while tile t is computed.
+ */
+template <int D, int WARPS, bool ASYNC>
+__global__ void __launch_bounds__(WARPS * 32) attention_fa2_tensor_core(const __half *q, const __half *k,
+                                                                        const __half *v, __half *o, float *lse,
+                                                                        int N, float scale_log2, int causal)
+{
+    constexpr int BR = WARPS * FA_ROWS_PER_WARP, THREADS = WARPS * 32, STAGES = ASYNC ? 2 : 1;
+    constexpr int KSTEPS_QK = D / 16;   /* k-steps of S = Q·Kᵀ (over d) */
+    constexpr int NTILES_S = FA_BC / 8; /* 8-column slices of S */
+    constexpr int KSTEPS_PV = FA_BC / 16; /* k-steps of P·V (over keys) */
+    constexpr int NTILES_O = D / 8;     /* 8-column slices of O */
+    extern __shared__ __align__(16) __half fa_smem[];
+    __half *q_s = fa_smem;
+    __half *k_s = q_s + BR * D;            /* STAGES tiles of FA_BC × D */
+    __half *v_s = k_s + STAGES * FA_BC * D; /* STAGES tiles */
+
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    long long head = blockIdx.y;
+    /* causal blocks near the end of the sequence have the most keys: start them first */
+    int q_block = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    int row0 = q_block * BR;
+    const __half *qh = q + head * N * D, *kh = k + head * N * D, *vh = v + head * N * D;
+    int n_keys = causal ? min(N, row0 + BR) : N;
+    int n_tiles = (n_keys + FA_BC - 1) / FA_BC;
+
+    load_tile<D, BR, THREADS, ASYNC>(q_s, qh, row0, N);
+    load_tile<D, FA_BC, THREADS, ASYNC>(k_s, kh, 0, N);
+    load_tile<D, FA_BC, THREADS, ASYNC>(v_s, vh, 0, N);
+    if constexpr (ASYNC) cp_async_commit();
+
+    /* this thread's two rows, in the sequence */
+    int my_row[2] = {row0 + warp * 16 + lane / 4, row0 + warp * 16 + lane / 4 + 8};
+    unsigned q_frag[KSTEPS_QK][4];
+    float acc[NTILES_O][4];
+#pragma unroll
+    for (int t = 0; t < NTILES_O; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        int stage = ASYNC ? tile % 2 : 0;
+        int key0 = tile * FA_BC;
+        if constexpr (ASYNC) {
+            if (tile + 1 < n_tiles) { /* start the next tile's copy into the other buffer */
+                int next = (tile + 1) % 2;
+                load_tile<D, FA_BC, THREADS, true>(k_s + next * FA_BC * D, kh, key0 + FA_BC, N);
+                load_tile<D, FA_BC, THREADS, true>(v_s + next * FA_BC * D, vh, key0 + FA_BC, N);
+            }
+            cp_async_commit();
+            cp_async_wait<1>(); /* everything but the group just issued has landed */
+        } else if (tile > 0) {
+            __syncthreads(); /* every warp is done with the previous tile */
+            load_tile<D, FA_BC, THREADS, false>(k_s, kh, key0, N);
+            load_tile<D, FA_BC, THREADS, false>(v_s, vh, key0, N);
+        }
+        __syncthreads();
+        if (tile == 0) { /* Q stays in registers for the whole kernel */
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS_QK; ++kk)
+                ldmatrix_x4(q_frag[kk], q_s + swizzle<D>(warp * 16 + lane % 16, 2 * kk + lane / 16));
+        }
+        const __half *kt = k_s + stage * FA_BC * D, *vt = v_s + stage * FA_BC * D;
+
+        /* S = Q·Kᵀ for this warp's 16 rows × 64 keys; K rows are the mma's B columns */
+        float s[NTILES_S][4];
+#pragma unroll
+        for (int n = 0; n < NTILES_S; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS_QK; ++kk) {
+#pragma unroll
+            for (int n = 0; n < NTILES_S; n += 2) {
+                unsigned b[4]; /* b0, b1 of key slice n, then of slice n+1 */
+                ldmatrix_x4(b, kt + swizzle<D>(n * 8 + lane % 8 + (lane / 16) * 8, 2 * kk + (lane / 8) % 2));
+                mma_16x8x16(s[n], q_frag[kk], b[0], b[1]);
+                mma_16x8x16(s[n + 1], q_frag[kk], b[2], b[3]);
+            }
+        }
+
+        /* scale to base 2, mask (only the tiles that need it), and the online softmax */
+        bool need_mask = key0 + FA_BC > N || (causal && key0 + FA_BC - 1 > row0);
+        float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < NTILES_S; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                int key = key0 + n * 8 + 2 * (lane % 4) + (e & 1), h = e / 2;
+                float x = s[n][e] * scale_log2;
+                if (need_mask && (key >= N || (causal && key > my_row[h]))) x = -INFINITY;
+                s[n][e] = x;
+                tile_max[h] = fmaxf(tile_max[h], x);
+            }
+        float alpha[2], base[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+            float m_new = fmaxf(m[h], tile_max[h]);
+            base[h] = m_new == -INFINITY ? 0.0f : m_new;
+            alpha[h] = exp2f(m[h] - base[h]);
+            m[h] = m_new;
+            l[h] *= alpha[h]; /* l stays a per-thread partial sum; the 4 lanes' parts are added at the end */
+        }
+#pragma unroll
+        for (int t = 0; t < NTILES_O; ++t) {
+            acc[t][0] *= alpha[0], acc[t][1] *= alpha[0];
+            acc[t][2] *= alpha[1], acc[t][3] *= alpha[1];
+        }
+        /* P = exp2(s − m) as fp16, straight into the A registers of P·V */
+        unsigned p_frag[KSTEPS_PV][4];
+#pragma unroll
+        for (int n = 0; n < NTILES_S; ++n) {
+            float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]);
+            float p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
+            l[0] += p0 + p1, l[1] += p2 + p3;
+            p_frag[n / 2][(n % 2) * 2 + 0] = pack_half2(p0, p1); /* row lane/4 */
+            p_frag[n / 2][(n % 2) * 2 + 1] = pack_half2(p2, p3); /* row lane/4 + 8 */
+        }
+        /* O += P·V; V tile rows are keys (the k of this mma), so ldmatrix transposes them */
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS_PV; ++kk) {
+#pragma unroll
+            for (int t = 0; t < NTILES_O; t += 2) {
+                unsigned b[4]; /* b0, b1 of column slice t, then of t+1 */
+                ldmatrix_x4_trans(b, vt + swizzle<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, t + lane / 16));
+                mma_16x8x16(acc[t], p_frag[kk], b[0], b[1]);
+                mma_16x8x16(acc[t + 1], p_frag[kk], b[2], b[3]);
+            }
+        }
+        if constexpr (ASYNC) __syncthreads(); /* this buffer is refilled two tiles from now */
+    }
+
+    /* finish: add the 4 lanes' partial sums, divide, write O as fp16 and L */
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (my_row[h] >= N) continue;
+        __half *orow = o + (head * N + my_row[h]) * D;
+#pragma unroll
+        for (int t = 0; t < NTILES_O; ++t)
+            *reinterpret_cast<__half2 *>(orow + t * 8 + 2 * (lane % 4)) =
+                __floats2half2_rn(acc[t][2 * h] * inv[h], acc[t][2 * h + 1] * inv[h]);
+        if (lane % 4 == 0) lse[head * N + my_row[h]] = (m[h] + log2f(l[h])) * LN2;
+    }
+}
+
+/** @brief Shared memory of the tensor-core kernel, bytes: Q, and STAGES buffers of K and V. */
+static size_t fa2_smem_bytes(int d, int warps, int stages)
+{
+    return ((size_t)warps * FA_ROWS_PER_WARP + 2u * stages * FA_BC) * (size_t)d * sizeof(__half);
+}
+
+/** @brief The contract of v4/v5, then the launch. */
+template <int WARPS, bool ASYNC>
+static const char *launch_fa2(const attention_problem *p)
+{
+    if (p->dtype != WB_F16) return "needs fp16 storage (tensor cores)";
+    if (p->d != 64 && p->d != 128) return "needs d = 64 or 128";
+    if ((long long)p->B * p->H > 65535) return "needs B*H <= 65535";
+    if (((uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v | (uintptr_t)p->o) % 16)
+        return "needs 16-byte aligned Q, K, V, O";
+    constexpr int BR = WARPS * FA_ROWS_PER_WARP;
+    dim3 grid((p->N + BR - 1) / BR, p->B * p->H);
+    size_t smem = fa2_smem_bytes(p->d, WARPS, ASYNC ? 2 : 1);
+    float scale_log2 = p->scale * LOG2E;
+    const __half *q = (const __half *)p->q, *k = (const __half *)p->k, *v = (const __half *)p->v;
+    __half *o = (__half *)p->o;
+    if (p->d == 64) {
+        auto kernel = attention_fa2_tensor_core<64, WARPS, ASYNC>;
+        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        kernel<<<grid, WARPS * 32, smem>>>(q, k, v, o, p->lse, p->N, scale_log2, p->causal);
+    } else {
+        auto kernel = attention_fa2_tensor_core<128, WARPS, ASYNC>;
+        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        kernel<<<grid, WARPS * 32, smem>>>(q, k, v, o, p->lse, p->N, scale_log2, p->causal);
+    }
+    WB_CHECK_LAUNCH("attention_fa2_tensor_core");
+    return NULL;
+}
+
+/**
+ * @brief v4 — FA2 on tensor cores: mma.sync for both products, P kept in
+ *        registers, ldmatrix from swizzled shared memory. Runs on sm_75.
+ *
+ * Both products move from CUDA-core FMAs (v3) to tensor cores; shared-memory
+ * traffic per FLOP falls by the mma's 16×8 reuse, and no score ever goes to
+ * shared memory. 4 warps × 16 rows = 64 query rows per block; K and V tiles of
+ * 64 keys; 24 KB of shared memory at d = 64, 48 KB at d = 128.
+ */
+static const char *launch_fa2_sync(const attention_problem *p) { return launch_fa2<4, false>(p); }
+
+/**
+ * @brief v5 — v4 with a double-buffered cp.async K/V pipeline (sm_80+): the copy
+ *        of tile t+1 runs while tile t is computed, instead of every warp waiting
+ *        for each load at a barrier. 40 KB of shared memory at d = 64, 80 KB at 128.
+ */
+static const char *launch_fa2_async(const attention_problem *p) { return launch_fa2<4, true>(p); }
+
+/* The table the host program walks, in teaching order. */
+const attention_variant attention_variants[] = {
+    {"v1", "naive: S to memory, softmax, P*V (3 kernels)", 75, 1, launch_naive},
+    {"v2", "tiled online softmax, one thread per query row", 75, 0, launch_row_per_thread},
+    {"v3", "block of 4 warps shares K/V tiles, warp per S row", 75, 0, launch_block_tiled},
+    {"v4", "FA2 on tensor cores: mma.sync + ldmatrix, P in regs", 75, 0, launch_fa2_sync},
+    {"v5", "v4 + cp.async double-buffered K/V (sm_80)", 80, 0, launch_fa2_async},
+};
+const int attention_variant_count = sizeof attention_variants / sizeof attention_variants[0];

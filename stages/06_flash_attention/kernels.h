@@ -1,0 +1,74 @@
+/**
+ * @file stages/06_flash_attention/kernels.h
+ * @brief Stage 06 — attention forward, from naive to FlashAttention-2 on tensor
+ *        cores: the problem, the launchers and the table of variants.
+ *
+ * O = softmax(scale · Q·Kᵀ [+ causal mask]) · V for each of B·H heads, with Q, K,
+ * V and O stored [B, H, N, d] (row-major, d contiguous), in fp32 or fp16 with
+ * fp32 math. Every variant also writes L, each query row's log-sum-exp (natural
+ * log, fp32, [B, H, N]): the one number per row a backward pass needs to
+ * recompute the probabilities instead of storing them.
+ */
+#ifndef STAGE06_KERNELS_H
+#define STAGE06_KERNELS_H
+
+#include <stddef.h>
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Largest head dimension any variant takes. */
+#define ATTENTION_MAX_HEAD_DIM 128
+
+/** @brief One attention problem: shapes, scale, mask, and the device buffers. */
+typedef struct {
+    int B;           /**< batch */
+    int H;           /**< heads */
+    int N;           /**< sequence length (queries = keys) */
+    int d;           /**< head dimension */
+    float scale;     /**< multiplies Q·Kᵀ (1/√d by default) */
+    int causal;      /**< 1: query i sees keys 0 … i only */
+    wb_dtype dtype;  /**< storage of Q, K, V, O */
+    const void *q;   /**< [B, H, N, d], device */
+    const void *k;   /**< [B, H, N, d], device */
+    const void *v;   /**< [B, H, N, d], device */
+    void *o;         /**< [B, H, N, d], device */
+    float *lse;      /**< [B, H, N] log-sum-exp of each query row, device */
+    float *workspace;       /**< v1's score matrix S (NULL for the others) */
+    size_t workspace_bytes; /**< its size */
+} attention_problem;
+
+/**
+ * @brief Bytes of the score matrix v1 keeps in memory: B·H·N² floats. This is
+ *        what the tiled variants never allocate.
+ */
+size_t attention_naive_workspace_bytes(int B, int H, int N);
+
+/**
+ * @brief A launcher: checks the variant's contract, then launches.
+ * @return NULL when launched, or why the variant cannot take this problem
+ */
+typedef const char *(*attention_launch_fn)(const attention_problem *p);
+
+/** @brief One variant. */
+typedef struct {
+    const char *id;              /**< "v1", … in teaching order */
+    const char *what;            /**< one line for the table */
+    int min_cc;                  /**< compute capability it needs, 10·major + minor (75 = T4) */
+    int needs_workspace;         /**< 1: p->workspace must hold attention_naive_workspace_bytes() */
+    attention_launch_fn launch;  /**< its launcher */
+} attention_variant;
+
+/** @brief The variants in teaching order. */
+extern const attention_variant attention_variants[];
+/** @brief How many. */
+extern const int attention_variant_count;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STAGE06_KERNELS_H */
