@@ -120,8 +120,9 @@ static const char *launch_naive(const attention_problem *p)
 /* v2 — FlashAttention, one thread per query row                            */
 /* ======================================================================== */
 
-/** @brief v2's tile: query rows per block (one per thread) and keys per shared-memory tile. */
+/** @brief v2: query rows per block, one per thread. */
 #define V2_ROWS 64
+/** @brief v2: keys per shared-memory tile. */
 #define V2_KEYS 32
 
 /**
@@ -222,9 +223,11 @@ static const char *launch_row_per_thread(const attention_problem *p)
 /* v3 — block-cooperative: warps share the S tile                           */
 /* ======================================================================== */
 
-/** @brief v3's tile: Br query rows per block (8 per warp), Bc keys per tile (one per lane). */
+/** @brief v3: Br, query rows per block (8 per warp). */
 #define V3_BR 32
+/** @brief v3: Bc, keys per tile (one per lane). */
 #define V3_BC 32
+/** @brief v3: warps per block. */
 #define V3_WARPS 4
 
 /** @brief v3's shared memory, in floats: Q and K tiles padded by one column (no bank conflicts), V, P. */
@@ -442,8 +445,9 @@ static __device__ __forceinline__ unsigned pack_half2(float lo, float hi)
     return *reinterpret_cast<unsigned *>(&h);
 }
 
-/** @brief Tensor-core variants: keys per tile (Bc) and query rows per warp. */
+/** @brief Tensor-core variants: Bc, keys per tile. */
 #define FA_BC 64
+/** @brief Tensor-core variants: query rows each warp owns (the mma's m). */
 #define FA_ROWS_PER_WARP 16
 
 /**
