@@ -1,0 +1,319 @@
+/**
+ * @file stages/09_paged_attention/kernels.cu
+ * @brief Stage 09 kernels: decode attention through the page table, from
+ *        "gather, then attend" to flash-decoding.
+ *
+ * Decode attention is memory-bound: each context token's K and V rows (2·d·2
+ * bytes) are read once and used for 2·d multiply-adds per query head. The roof
+ * is the copy bandwidth; the question is how to keep enough loads in flight
+ * when there are only B·Hq query rows to spread over the GPU.
+ *
+ * One kernel does the attention in all three variants; what changes is where
+ * the rows come from (pages or a contiguous copy) and how many blocks share one
+ * sequence (one, or one per 512-token partition).
+ */
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "08_paged_kv_cache/kernels.h" /* stage 08's gather, for v1 */
+#include "cuda_check.h"
+#include "kernels.h"
+
+/** @brief log2(e): the kernels work in base 2 (one ex2 per exponential), as stage 06's. */
+#define LOG2E 1.4426950408889634f
+#ifndef DECODE_WARPS
+/** @brief Warps per block. */
+#define DECODE_WARPS 4
+#endif
+#ifndef DECODE_PASSES
+/** @brief 16-byte loads of K (and of V) each lane has in flight per step. */
+#define DECODE_PASSES 8
+#endif
+
+/** @brief Rows of K and V through the block table: token t of sequence b is in page table[b][t / bs]. */
+struct PagedRows {
+    const int *tables;  /**< [B][max_pages] */
+    int max_pages;      /**< table width */
+    int block_size;     /**< tokens per page */
+    int Hkv;            /**< KV heads */
+    /** @brief The row (element offset / d) of token t, KV head h, of sequence b in the pool. */
+    __device__ __forceinline__ long long row(int b, int h, int t) const
+    {
+        long long page = tables[(long long)b * max_pages + t / block_size];
+        return (page * Hkv + h) * block_size + t % block_size;
+    }
+};
+
+/** @brief Rows of a contiguous [B][Hkv][max_len][d] cache (v1, after stage 08's gather). */
+struct ContiguousRows {
+    int max_len;  /**< token axis length */
+    int Hkv;      /**< KV heads */
+    /** @brief The row of token t, KV head h, of sequence b. */
+    __device__ __forceinline__ long long row(int b, int h, int t) const
+    {
+        return ((long long)b * Hkv + h) * max_len + t;
+    }
+};
+
+/** @brief q·k over one lane's 8 elements: k as 8 fp16 in a uint4, q already in fp32. */
+static __device__ __forceinline__ float dot8(const float (&q)[8], uint4 k)
+{
+    const __half2 *k2 = reinterpret_cast<const __half2 *>(&k);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float2 f = __half22float2(k2[i]);
+        s += q[2 * i] * f.x + q[2 * i + 1] * f.y;
+    }
+    return s;
+}
+
+/**
+ * @brief Attention of one query row (sequence b = blockIdx.z, query head
+ *        blockIdx.y) over the context tokens of partition blockIdx.x.
+ *
+ * A row of d fp16 is D/8 chunks of 16 bytes; lane l reads chunk l % (D/8) of
+ * token l / (D/8) of each step, so a warp covers 32/(D/8) tokens per load (4 at
+ * d 64, 2 at d 128) and every token row is read whole by consecutive lanes: 128
+ * or 256 contiguous bytes. Each lane issues DECODE_PASSES such loads of K and of
+ * V before using any of them: 16 loads of 16 bytes in flight per lane is what
+ * keeps the memory system busy with only a few blocks per SM.
+ *
+ * Warps take tiles of tokens in turn and keep their own online softmax (m, l,
+ * o); at the end the block merges its warps' results. With one partition the
+ * block writes O; with several (v3) it writes its partial m, l, o for
+ * paged_decode_merge.
+ */
+template <int D, class Rows>
+__global__ void __launch_bounds__(DECODE_WARPS * 32)
+    paged_decode_partition(const __half *q, const __half *k_pool, const __half *v_pool, Rows rows, const int *lens,
+                           __half *o, float *part_m, float *part_l, float *part_o, int Hq, int Hkv,
+                           int partition_tokens, int max_parts, float scale_log2)
+{
+    constexpr int CHUNKS = D / 8, TOKENS_PER_PASS = 32 / CHUNKS, TILE = DECODE_PASSES * TOKENS_PER_PASS;
+    __shared__ float warp_m[DECODE_WARPS], warp_l[DECODE_WARPS], warp_o[DECODE_WARPS][D];
+    int part = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int len = lens[b], t_begin = part * partition_tokens;
+    if (t_begin >= len) return; /* a shorter sequence: fewer partitions */
+    int t_end = min(len, t_begin + partition_tokens);
+    int kvh = h / (Hq / Hkv); /* grouped-query: Hq/Hkv query heads share a KV head */
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
+
+    float qv[8];
+    {
+        uint4 raw = *reinterpret_cast<const uint4 *>(q + ((long long)b * Hq + h) * D + c * 8);
+        const __half2 *q2 = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float2 f = __half22float2(q2[i]);
+            qv[2 * i] = f.x * scale_log2, qv[2 * i + 1] = f.y * scale_log2;
+        }
+    }
+    float m = -INFINITY, l = 0.0f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t0 = t_begin + warp * TILE; t0 < t_end; t0 += DECODE_WARPS * TILE) {
+        uint4 kr[DECODE_PASSES], vr[DECODE_PASSES];
+#pragma unroll
+        for (int p = 0; p < DECODE_PASSES; ++p) { /* all loads first: they are in flight together */
+            int t = t0 + p * TOKENS_PER_PASS + sub;
+            kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
+            if (t < t_end) {
+                long long off = rows.row(b, kvh, t) * D + c * 8;
+                kr[p] = *reinterpret_cast<const uint4 *>(k_pool + off);
+                vr[p] = *reinterpret_cast<const uint4 *>(v_pool + off);
+            }
+        }
+        float s[DECODE_PASSES], tile_max = -INFINITY;
+#pragma unroll
+        for (int p = 0; p < DECODE_PASSES; ++p) {
+            float x = dot8(qv, kr[p]);
+#pragma unroll
+            for (int off = 1; off < CHUNKS; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off); /* the row's lanes */
+            s[p] = t0 + p * TOKENS_PER_PASS + sub < t_end ? x : -INFINITY;
+            tile_max = fmaxf(tile_max, s[p]);
+        }
+#pragma unroll
+        for (int off = CHUNKS; off < 32; off *= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+        float m_new = fmaxf(m, tile_max);
+        float base = m_new == -INFINITY ? 0.0f : m_new;
+        float alpha = exp2f(m - base);
+        l *= alpha;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[k] *= alpha;
+#pragma unroll
+        for (int p = 0; p < DECODE_PASSES; ++p) {
+            float pr = exp2f(s[p] - base);
+            l += pr; /* this lane's tokens only; summed over the token lanes at the end */
+            const __half2 *v2 = reinterpret_cast<const __half2 *>(&vr[p]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                float2 f = __half22float2(v2[i]);
+                acc[2 * i] += pr * f.x, acc[2 * i + 1] += pr * f.y;
+            }
+        }
+        m = m_new;
+    }
+    /* the warp's result: add over the lanes that hold the same chunk (different tokens) */
+#pragma unroll
+    for (int off = CHUNKS; off < 32; off *= 2) {
+        l += __shfl_xor_sync(0xffffffffu, l, off);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
+    }
+    if (lane == 0) warp_m[warp] = m, warp_l[warp] = l;
+    if (sub == 0)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) warp_o[warp][c * 8 + k] = acc[k];
+    __syncthreads();
+    /* merge the warps: rescale each to the block's max, add */
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < DECODE_WARPS; ++w) M = fmaxf(M, warp_m[w]);
+    float base = M == -INFINITY ? 0.0f : M, L = 0.0f;
+#pragma unroll
+    for (int w = 0; w < DECODE_WARPS; ++w) L += exp2f(warp_m[w] - base) * warp_l[w];
+    long long row = (long long)b * Hq + h;
+    for (int e = threadIdx.x; e < D; e += blockDim.x) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < DECODE_WARPS; ++w) sum += exp2f(warp_m[w] - base) * warp_o[w][e];
+        if (part_o)
+            part_o[(row * max_parts + part) * D + e] = sum;
+        else
+            o[row * D + e] = __float2half_rn(sum / L);
+    }
+    if (part_o && threadIdx.x == 0) part_m[row * max_parts + part] = M, part_l[row * max_parts + part] = L;
+}
+
+/**
+ * @brief v3's second kernel: merge a query row's partitions. Partition p saw
+ *        max m_p, sum l_p and unnormalised output o_p; with M = max m_p,
+ *        O = Σ 2^(m_p − M)·o_p / Σ 2^(m_p − M)·l_p — stage 05's merge of two
+ *        online-softmax states, over all partitions at once.
+ */
+template <int D>
+__global__ void paged_decode_merge(const float *part_m, const float *part_l, const float *part_o, const int *lens,
+                                   __half *o, int Hq, int partition_tokens, int max_parts)
+{
+    int h = blockIdx.x, b = blockIdx.y, e = threadIdx.x;
+    int n_parts = (lens[b] + partition_tokens - 1) / partition_tokens;
+    long long row = (long long)b * Hq + h;
+    const float *m = part_m + row * max_parts, *l = part_l + row * max_parts;
+    float M = -INFINITY;
+    for (int p = 0; p < n_parts; ++p) M = fmaxf(M, m[p]);
+    float base = M == -INFINITY ? 0.0f : M, L = 0.0f, sum = 0.0f;
+    for (int p = 0; p < n_parts; ++p) {
+        float w = exp2f(m[p] - base);
+        L += w * l[p];
+        sum += w * part_o[(row * max_parts + p) * D + e];
+    }
+    o[row * D + e] = __float2half_rn(sum / L);
+}
+
+static int max_parts_for(int max_len) { return (max_len + PARTITION_TOKENS - 1) / PARTITION_TOKENS; }
+
+size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len)
+{
+    size_t contiguous = 2 * (size_t)B * Hkv * (size_t)max_len * d * sizeof(__half);
+    size_t partials = (size_t)B * Hq * max_parts_for(max_len) * (d + 2) * sizeof(float);
+    return contiguous > partials ? contiguous : partials;
+}
+
+/** @brief The contract every variant shares. */
+static const char *decode_contract(const decode_problem *p)
+{
+    if (p->d != 64 && p->d != 128) return "needs d = 64 or 128";
+    if (p->Hkv < 1 || p->Hq % p->Hkv) return "needs Hq to be a multiple of Hkv";
+    if ((long long)p->B > 65535 || p->Hq > 65535) return "needs B <= 65535 and Hq <= 65535";
+    if (((uintptr_t)p->q | (uintptr_t)p->k_pool | (uintptr_t)p->v_pool | (uintptr_t)p->o) % 16)
+        return "needs 16-byte aligned q, pools and o";
+    if (!p->workspace || p->workspace_bytes < decode_workspace_bytes(p->B, p->Hq, p->Hkv, p->d, p->max_len))
+        return "needs a workspace of decode_workspace_bytes()";
+    return NULL;
+}
+
+/** @brief Launch the partition kernel (and, with several partitions, the merge) for one kind of rows. */
+template <class Rows>
+static const char *launch_decode(const decode_problem *p, Rows rows, const __half *k, const __half *v, int split)
+{
+    int partition = split ? PARTITION_TOKENS : p->max_len, max_parts = split ? max_parts_for(p->max_len) : 1;
+    float *part_m = NULL, *part_l = NULL, *part_o = NULL;
+    if (split) {
+        part_m = (float *)p->workspace;
+        part_l = part_m + (size_t)p->B * p->Hq * max_parts;
+        part_o = part_l + (size_t)p->B * p->Hq * max_parts;
+    }
+    dim3 grid(max_parts, p->Hq, p->B);
+    float scale_log2 = p->scale * LOG2E;
+    const __half *q = (const __half *)p->q;
+    __half *o = (__half *)p->o;
+    if (p->d == 64)
+        paged_decode_partition<64, Rows><<<grid, DECODE_WARPS * 32>>>(q, k, v, rows, p->lens, o, part_m, part_l, part_o,
+                                                                     p->Hq, p->Hkv, partition, max_parts, scale_log2);
+    else
+        paged_decode_partition<128, Rows><<<grid, DECODE_WARPS * 32>>>(q, k, v, rows, p->lens, o, part_m, part_l,
+                                                                      part_o, p->Hq, p->Hkv, partition, max_parts,
+                                                                      scale_log2);
+    WB_CHECK_LAUNCH("paged_decode_partition");
+    if (split) {
+        dim3 merge_grid(p->Hq, p->B);
+        if (p->d == 64)
+            paged_decode_merge<64><<<merge_grid, 64>>>(part_m, part_l, part_o, p->lens, o, p->Hq, partition, max_parts);
+        else
+            paged_decode_merge<128><<<merge_grid, 128>>>(part_m, part_l, part_o, p->lens, o, p->Hq, partition, max_parts);
+        WB_CHECK_LAUNCH("paged_decode_merge");
+    }
+    return NULL;
+}
+
+/**
+ * @brief v1 — the baseline: stage 08's gather copies every sequence's K and V
+ *        out of the pages into a contiguous [B][Hkv][max_len][d] cache, then the
+ *        attention reads that. Every byte of context is read twice and written
+ *        once more than needed (plus the padding up to max_len).
+ */
+static const char *launch_gather_then_attend(const decode_problem *p)
+{
+    if (const char *why = decode_contract(p)) return why;
+    __half *k = (__half *)p->workspace;
+    __half *v = k + (size_t)p->B * p->Hkv * p->max_len * p->d;
+    kv_gather_args g = {WB_F16, p->B, p->Hkv, p->d, p->block_size, p->max_len, p->max_pages_per_seq,
+                        p->block_tables, p->lens, p->k_pool, p->v_pool, k, v};
+    if (const char *why = kv_variants[1].gather(&g)) return why; /* stage 08's v2 (16-byte) gather */
+    ContiguousRows rows = {p->max_len, p->Hkv};
+    return launch_decode(p, rows, k, v, 0);
+}
+
+/**
+ * @brief v2 — PagedAttention v1: one block per (sequence, query head), its warps
+ *        walking the context through the block table, online softmax, no copy.
+ *        The table lookup is one 4-byte load per token (cached), against 2·d·2
+ *        bytes of K and V.
+ */
+static const char *launch_paged(const decode_problem *p)
+{
+    if (const char *why = decode_contract(p)) return why;
+    PagedRows rows = {p->block_tables, p->max_pages_per_seq, p->block_size, p->Hkv};
+    return launch_decode(p, rows, (const __half *)p->k_pool, (const __half *)p->v_pool, 0);
+}
+
+/**
+ * @brief v3 — PagedAttention v2 / flash-decoding: the context is cut into
+ *        partitions of PARTITION_TOKENS tokens, each handled by its own block, and
+ *        a second kernel merges them by their max and sum. At batch 1 with 32768
+ *        tokens v2 has Hq blocks for the whole GPU; v3 has 64 times more.
+ */
+static const char *launch_paged_split(const decode_problem *p)
+{
+    if (const char *why = decode_contract(p)) return why;
+    PagedRows rows = {p->block_tables, p->max_pages_per_seq, p->block_size, p->Hkv};
+    return launch_decode(p, rows, (const __half *)p->k_pool, (const __half *)p->v_pool, 1);
+}
+
+/* The table the host program walks, in teaching order. */
+const decode_variant decode_variants[] = {
+    {"v1", "gather to contiguous (stage 08), then attention", launch_gather_then_attend},
+    {"v2", "block per (seq, head) through the pages (PagedAttn v1)", launch_paged},
+    {"v3", "split into 512-token partitions + merge (flash-decoding)", launch_paged_split},
+};
+const int decode_variant_count = sizeof decode_variants / sizeof decode_variants[0];

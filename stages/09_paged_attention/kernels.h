@@ -1,0 +1,69 @@
+/**
+ * @file stages/09_paged_attention/kernels.h
+ * @brief Stage 09 — decode attention straight through stage 08's block tables:
+ *        the problem, the launchers and the table of variants.
+ *
+ * One decode step: each of B sequences has one new query token (Hq heads of d)
+ * and a context of lens[b] tokens whose K and V sit in stage 08's page pools,
+ * [num_pages][Hkv][block_size][d] in fp16. Query head h reads KV head
+ * h / (Hq / Hkv): grouped-query attention when Hkv < Hq, multi-head when equal.
+ *
+ *     o[b][h] = Σ_t softmax_t(scale · q[b][h]·k[b][t]) · v[b][t]     (fp32 accumulation, fp16 out)
+ */
+#ifndef STAGE09_KERNELS_H
+#define STAGE09_KERNELS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef PARTITION_TOKENS
+/** @brief Context tokens per partition in v3 (split-K / flash-decoding). */
+#define PARTITION_TOKENS 512
+#endif
+
+/** @brief One decode-attention problem. */
+typedef struct {
+    int B;                    /**< sequences */
+    int Hq;                   /**< query heads */
+    int Hkv;                  /**< KV heads (Hq % Hkv == 0) */
+    int d;                    /**< head dimension */
+    int block_size;           /**< tokens per page */
+    int max_pages_per_seq;    /**< width of block_tables */
+    int max_len;              /**< longest context (>= every lens[b]) */
+    float scale;              /**< multiplies q·k (1/√d) */
+    const void *q;            /**< [B][Hq][d] fp16, device */
+    const void *k_pool;       /**< [num_pages][Hkv][block_size][d] fp16, device */
+    const void *v_pool;       /**< the same for V */
+    const int *block_tables;  /**< [B][max_pages_per_seq], device */
+    const int *lens;          /**< [B] context lengths (>= 1), device */
+    void *o;                  /**< [B][Hq][d] fp16, device */
+    void *workspace;          /**< v1: contiguous K, V; v3: the partitions' partial results */
+    size_t workspace_bytes;   /**< its size */
+} decode_problem;
+
+/** @brief Workspace bytes the variants need (the largest of v1's and v3's). */
+size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len);
+
+/** @brief A launcher: NULL when launched, or why it cannot take the problem. */
+typedef const char *(*decode_launch_fn)(const decode_problem *p);
+
+/** @brief One variant. */
+typedef struct {
+    const char *id;           /**< "v1", … */
+    const char *what;         /**< one line for the table */
+    decode_launch_fn launch;  /**< its launcher */
+} decode_variant;
+
+/** @brief The variants in teaching order. */
+extern const decode_variant decode_variants[];
+/** @brief How many. */
+extern const int decode_variant_count;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STAGE09_KERNELS_H */
