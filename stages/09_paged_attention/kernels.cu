@@ -111,10 +111,10 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
         }
     }
     float m = -INFINITY, l = 0.0f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int t0 = t_begin + warp * TILE; t0 < t_end; t0 += DECODE_WARPS * TILE) {
-        uint4 kr[DECODE_PASSES], vr[DECODE_PASSES];
+    /* one tile's K and V: every lane's DECODE_PASSES loads issued together, zeros past the end */
+    auto load_tile = [&](int t0, uint4 (&kr)[DECODE_PASSES], uint4 (&vr)[DECODE_PASSES]) {
 #pragma unroll
-        for (int p = 0; p < DECODE_PASSES; ++p) { /* all loads first: they are in flight together */
+        for (int p = 0; p < DECODE_PASSES; ++p) {
             int t = t0 + p * TOKENS_PER_PASS + sub;
             kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
             if (t < t_end) {
@@ -123,6 +123,13 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
                 vr[p] = *reinterpret_cast<const uint4 *>(v_pool + off);
             }
         }
+    };
+    uint4 kr[DECODE_PASSES], vr[DECODE_PASSES], k_next[DECODE_PASSES], v_next[DECODE_PASSES];
+    constexpr int STEP = DECODE_WARPS * TILE; /* the warps take tiles in turn */
+    if (t_begin + warp * TILE < t_end) load_tile(t_begin + warp * TILE, kr, vr);
+    for (int t0 = t_begin + warp * TILE; t0 < t_end; t0 += STEP) {
+        /* software pipeline: the next tile's loads are in flight while this one is computed */
+        if (t0 + STEP < t_end) load_tile(t0 + STEP, k_next, v_next);
         float s[DECODE_PASSES], tile_max = -INFINITY;
 #pragma unroll
         for (int p = 0; p < DECODE_PASSES; ++p) {
@@ -152,6 +159,8 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
             }
         }
         m = m_new;
+#pragma unroll
+        for (int p = 0; p < DECODE_PASSES; ++p) kr[p] = k_next[p], vr[p] = v_next[p];
     }
     /* the warp's result: add over the lanes that hold the same chunk (different tokens) */
 #pragma unroll
@@ -210,7 +219,7 @@ __global__ void paged_decode_merge(const float *part_m, const float *part_l, con
     o[row * D + e] = __float2half_rn(sum / L);
 }
 
-static int max_parts_for(int max_len) { return (max_len + PARTITION_TOKENS - 1) / PARTITION_TOKENS; }
+static int max_parts_for(int max_len) { return (max_len + MIN_PARTITION_TOKENS - 1) / MIN_PARTITION_TOKENS; }
 
 size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len)
 {
@@ -229,19 +238,46 @@ static const char *decode_contract(const decode_problem *p)
         return "needs 16-byte aligned q, pools and o";
     if (!p->workspace || p->workspace_bytes < decode_workspace_bytes(p->B, p->Hq, p->Hkv, p->d, p->max_len))
         return "needs a workspace of decode_workspace_bytes()";
+    if (p->total_len < 1 || p->max_len < 1) return "needs every context length >= 1";
     return NULL;
 }
 
 /** @brief Launch the partition kernel (and, with several partitions, the merge) for one kind of rows. */
+/**
+ * @brief v3's partition size: enough partitions that the grid fills the GPU in
+ *        one wave (blocks that fit at once = occupancy × SMs), but never below
+ *        MIN_PARTITION_TOKENS. Counted over all tokens of the batch, so one long
+ *        sequence among short ones gets many partitions and the short ones one.
+ *        On the H100 this picks 1024-token partitions at B8 H12 context 4096 and
+ *        at B1 context 32768; fixed 512-token partitions (twice the blocks: a
+ *        second, partial wave) measured 4–12% slower there.
+ */
+template <int D, class Rows>
+static int partition_tokens_for(const decode_problem *p)
+{
+    int device, sms, per_sm;
+    WB_CUDA_CHECK(cudaGetDevice(&device));
+    WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, paged_decode_partition<D, Rows>,
+                                                                DECODE_WARPS * 32, 0));
+    long long slots = (long long)sms * (per_sm > 0 ? per_sm : 1);
+    long long want = (p->total_len * p->Hq + slots - 1) / slots;
+    const long long round = 128; /* a multiple of every tile of DECODE_WARPS warps */
+    want = (want + round - 1) / round * round;
+    return (int)(want < MIN_PARTITION_TOKENS ? MIN_PARTITION_TOKENS : want > p->max_len ? p->max_len : want);
+}
+
 template <class Rows>
 static const char *launch_decode(const decode_problem *p, Rows rows, const __half *k, const __half *v, int split)
 {
-    int partition = split ? PARTITION_TOKENS : p->max_len, max_parts = split ? max_parts_for(p->max_len) : 1;
+    int partition = p->max_len;
+    if (split) partition = p->d == 64 ? partition_tokens_for<64, Rows>(p) : partition_tokens_for<128, Rows>(p);
+    int max_parts = (p->max_len + partition - 1) / partition;
     float *part_m = NULL, *part_l = NULL, *part_o = NULL;
     if (split) {
         part_m = (float *)p->workspace;
         part_l = part_m + (size_t)p->B * p->Hq * max_parts;
-        part_o = part_l + (size_t)p->B * p->Hq * max_parts;
+        part_o = part_l + (size_t)p->B * p->Hq * max_parts; /* fits: max_parts <= max_parts_for(max_len) */
     }
     dim3 grid(max_parts, p->Hq, p->B);
     float scale_log2 = p->scale * LOG2E;
@@ -299,9 +335,10 @@ static const char *launch_paged(const decode_problem *p)
 
 /**
  * @brief v3 — PagedAttention v2 / flash-decoding: the context is cut into
- *        partitions of PARTITION_TOKENS tokens, each handled by its own block, and
- *        a second kernel merges them by their max and sum. At batch 1 with 32768
- *        tokens v2 has Hq blocks for the whole GPU; v3 has 64 times more.
+ *        partitions (sized by partition_tokens_for to fill the GPU once), each
+ *        handled by its own block, and a second kernel merges them by their max
+ *        and sum. At batch 1 with 32768 tokens v2 has Hq = 12 blocks for 132
+ *        SMs; v3 has 32 times more.
  */
 static const char *launch_paged_split(const decode_problem *p)
 {
@@ -310,10 +347,15 @@ static const char *launch_paged_split(const decode_problem *p)
     return launch_decode(p, rows, (const __half *)p->k_pool, (const __half *)p->v_pool, 1);
 }
 
+int decode_partition_tokens(const decode_problem *p)
+{
+    return p->d == 64 ? partition_tokens_for<64, PagedRows>(p) : partition_tokens_for<128, PagedRows>(p);
+}
+
 /* The table the host program walks, in teaching order. */
 const decode_variant decode_variants[] = {
     {"v1", "gather to contiguous (stage 08), then attention", launch_gather_then_attend},
     {"v2", "block per (seq, head) through the pages (PagedAttn v1)", launch_paged},
-    {"v3", "split into 512-token partitions + merge (flash-decoding)", launch_paged_split},
+    {"v3", "split into partitions + merge (flash-decoding)", launch_paged_split},
 };
 const int decode_variant_count = sizeof decode_variants / sizeof decode_variants[0];

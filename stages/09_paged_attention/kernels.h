@@ -19,10 +19,8 @@
 extern "C" {
 #endif
 
-#ifndef PARTITION_TOKENS
-/** @brief Context tokens per partition in v3 (split-K / flash-decoding). */
-#define PARTITION_TOKENS 512
-#endif
+/** @brief v3's smallest partition of the context, in tokens (split-K / flash-decoding). */
+#define MIN_PARTITION_TOKENS 256
 
 /** @brief One decode-attention problem. */
 typedef struct {
@@ -33,6 +31,7 @@ typedef struct {
     int block_size;           /**< tokens per page */
     int max_pages_per_seq;    /**< width of block_tables */
     int max_len;              /**< longest context (>= every lens[b]) */
+    long long total_len;      /**< Σ lens[b] (host side: v3 sizes its partitions by it) */
     float scale;              /**< multiplies q·k (1/√d) */
     const void *q;            /**< [B][Hq][d] fp16, device */
     const void *k_pool;       /**< [num_pages][Hkv][block_size][d] fp16, device */
@@ -46,6 +45,9 @@ typedef struct {
 
 /** @brief Workspace bytes the variants need (the largest of v1's and v3's). */
 size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len);
+
+/** @brief The partition v3 uses for this problem, in tokens (d 64 or 128). */
+int decode_partition_tokens(const decode_problem *p);
 
 /** @brief A launcher: NULL when launched, or why it cannot take the problem. */
 typedef const char *(*decode_launch_fn)(const decode_problem *p);
