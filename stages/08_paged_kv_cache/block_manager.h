@@ -61,6 +61,11 @@ typedef struct {
 
 /**
  * @brief Set up an empty manager: every page free, no sequence live.
+ * @param m                 the manager
+ * @param num_pages         pages in the pool
+ * @param block_size        tokens per page
+ * @param max_seqs          sequence ids are 0 … max_seqs − 1
+ * @param max_pages_per_seq the most pages one sequence may hold
  * @param seed 0: pages are handed out in order 0, 1, 2, …; otherwise the free
  *             list is shuffled with this seed (random page placement, as a
  *             long-running server ends up with; the checks use it)
@@ -83,6 +88,7 @@ kv_status kv_add_seq(kv_block_manager *m, int seq);
  *        full, the sequence first gets a private copy of it (copy-on-write):
  *        the copy is returned in `copies` and must be done before the new
  *        tokens are written.
+ * @param m        the manager
  * @param seqs     the sequences, each at most once
  * @param n_new    new tokens of each (>= 0)
  * @param n_seqs   how many sequences

@@ -59,10 +59,10 @@ typedef struct {
     int max_pages_per_seq;      /**< width of block_tables */
     const int *block_tables;    /**< [B][max_pages_per_seq] page ids, device */
     const int *lens;            /**< [B] tokens of each sequence, device */
-    const void *k_pool;         /**< the pools, device */
-    const void *v_pool;
+    const void *k_pool;         /**< the K pool, device */
+    const void *v_pool;         /**< the V pool, device */
     void *k_out;                /**< [B][H][max_len][d], device */
-    void *v_out;
+    void *v_out;                /**< the same for V */
 } kv_gather_args;
 
 /** @brief An append launcher; returns NULL when launched, or why it cannot take the problem. */

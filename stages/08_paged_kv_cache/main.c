@@ -41,30 +41,48 @@ static int random_length(wb_rng *r, int lo, int hi)
  * contiguous [B][H][max_len][d] cache, the baseline.
  */
 typedef struct {
-    wb_dtype dtype;
-    int B, H, d, bs, fork;
+    wb_dtype dtype;          /**< storage of K and V */
+    int B;                   /**< sequences (before the fork) */
+    int H;                   /**< heads */
+    int d;                   /**< head dimension */
+    int bs;                  /**< tokens per page */
+    int fork;                /**< 1: a child of sequence 0 joins the batch (copy-on-write) */
     int n_seqs;              /**< B, plus the forked child */
-    int *old_len, *n_new;    /**< per sequence (n_seqs) */
+    int *old_len;            /**< tokens each sequence holds before the batch */
+    int *n_new;              /**< new tokens of each in the batch */
     int *len;                /**< after the batch */
     int max_len;             /**< longest sequence after the batch */
     int n_tokens;            /**< new tokens in the batch */
-    kv_block_manager m;
+    kv_block_manager m;      /**< the block manager (stage 08's host side) */
     int64_t *slots;          /**< the batch's slot mapping (paged) */
     int64_t *contig_slots;   /**< the same tokens in the contiguous cache: b·max_len + position */
     kv_page_copy *copies;    /**< copy-on-write copies of the batch */
-    int n_copies;
+    int n_copies;            /**< how many */
     size_t es;               /**< bytes per element */
-    size_t pool_elems, contig_elems, new_elems, out_elems;
+    size_t pool_elems;       /**< elements of one pool */
+    size_t contig_elems;     /**< elements of one contiguous cache */
+    size_t new_elems;        /**< elements of the new K (or V) rows */
+    size_t out_elems;        /**< elements of the gather's K (or V) output */
     void *h_pool_before;     /**< the pool's contents before the batch (random), K then V */
     void *h_contig_before;   /**< the contiguous cache's, K then V */
     void *h_new;             /**< the new rows, K then V */
-    void *h_expect, *h_got;  /**< scratch: the expected and the GPU's bytes */
-    /* device */
-    void *k_pool, *v_pool, *k_contig, *v_contig, *new_k, *new_v, *k_out, *v_out;
-    int64_t *d_slots, *d_contig_slots;
-    int *d_tables, *d_contig_tables, *d_lens;
+    void *h_expect;          /**< scratch: the expected bytes */
+    void *h_got;             /**< scratch: the GPU's bytes */
+    void *k_pool;            /**< device K pool */
+    void *v_pool;            /**< device V pool */
+    void *k_contig;          /**< device contiguous K cache */
+    void *v_contig;          /**< device contiguous V cache */
+    void *new_k;             /**< device new K rows */
+    void *new_v;             /**< device new V rows */
+    void *k_out;             /**< device gather output, K */
+    void *v_out;             /**< device gather output, V */
+    int64_t *d_slots;        /**< device slot mapping */
+    int64_t *d_contig_slots; /**< device slot mapping of the contiguous cache */
+    int *d_tables;           /**< device block tables */
+    int *d_contig_tables;    /**< device "block tables" of the contiguous cache: sequence b is page b */
+    int *d_lens;             /**< device lengths */
     int *h_tables;           /**< [n_seqs][max_pages] of the batch's sequences */
-    int max_pages;
+    int max_pages;           /**< width of h_tables */
 } scenario;
 
 static void fill_random_bytes(void *p, size_t n_elems, wb_dtype dtype, uint64_t seed)
@@ -196,9 +214,9 @@ typedef enum { OP_APPEND, OP_GATHER } op_kind;
 
 /** What one run needs. */
 typedef struct {
-    scenario *s;
-    op_kind op;
-    int variant; /**< index into kv_variants, or BASELINE */
+    scenario *s;  /**< the data */
+    op_kind op;   /**< append or gather */
+    int variant;  /**< index into kv_variants, or BASELINE */
 } job;
 
 /** The append arguments of a job: the paged pool, or (baseline) the contiguous cache as pages of max_len. */

@@ -47,9 +47,12 @@ typedef struct {
     int *lens;             /**< host lengths */
     kv_block_manager m;    /**< stage 08's block manager: where each token is */
     size_t pool_elems;     /**< elements of one pool */
-    uint16_t *k_pool, *v_pool, *q; /**< host fp16 */
-    float *ref, *got;      /**< [B][Hq][d] */
-    uint16_t *got16;
+    uint16_t *k_pool;      /**< host K pool, fp16 */
+    uint16_t *v_pool;      /**< host V pool, fp16 */
+    uint16_t *q;           /**< host q, fp16 */
+    float *ref;            /**< reference o, [B][Hq][d] */
+    float *got;            /**< the GPU's o as fp32 */
+    uint16_t *got16;       /**< the GPU's o, fp16 */
     double kv_bytes;       /**< K and V bytes the step must read: Σ len · Hkv · d · 2 · 2 */
 } step;
 
