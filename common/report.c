@@ -73,6 +73,15 @@ static void csv_text(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/** A CSV field: as is, or quoted when it holds a comma or a quote. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (s && (strchr(s, ',') || strchr(s, '"')))
+        csv_text(f, s);
+    else
+        fputs(s ? s : "", f);
+}
+
 int wb_report_write_csv(const wb_report *r, const char *path)
 {
     if (!path) return 0;
@@ -93,7 +102,9 @@ int wb_report_write_csv(const wb_report *r, const char *path)
         csv_text(f, r->gpu);
         fprintf(f, ",%s,", r->stage);
         csv_text(f, row->problem);
-        fprintf(f, ",%s,%s,", row->size, row->variant);
+        fputc(',', f);
+        csv_field(f, row->size);
+        fprintf(f, ",%s,", row->variant);
         csv_text(f, row->what);
         fprintf(f, ",%d,%.6f,%.6f,%.6f,%.4f,%s,%.4f,%.2f,%.4f,%.3g,%.4f,%d\n", row->is_peer,
                 row->time.median_ms, row->time.min_ms, row->time.max_ms, row->throughput, row->unit,

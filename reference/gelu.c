@@ -22,7 +22,7 @@ void ref_linear_gelu_rows(const float *X, const float *W, const float *b, gelu_k
         float *y = Y + (long long)r * N;
         for (int j = 0; j < N; ++j) {
             double v = (double)y[j] + (b ? b[j] : 0.0);
-            y[j] = (float)(kind == GELU_TANH ? ref_gelu_tanh(v) : ref_gelu_erf(v));
+            y[j] = (float)(kind == GELU_TANH ? ref_gelu_tanh(v) : kind == GELU_ERF ? ref_gelu_erf(v) : v);
         }
     }
 }

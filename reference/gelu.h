@@ -16,7 +16,8 @@ extern "C" {
 /** @brief Which GELU. */
 typedef enum {
     GELU_TANH = 0, /**< the tanh approximation (GPT-2's gelu_new) */
-    GELU_ERF = 1   /**< the exact form, with erf */
+    GELU_ERF = 1,  /**< the exact form, with erf */
+    GELU_NONE = 2  /**< no activation: the plain linear layer, y = x·W + b (stage 10's other layers) */
 } gelu_kind;
 
 /** @brief GELU, tanh approximation, in float64. */

@@ -33,6 +33,12 @@ static __device__ __forceinline__ float gelu_tanh(float x)
 /** @brief GELU, exact: 0.5·x·(1 + erf(x/√2)). */
 static __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
 
+/** @brief The activation of a gelu_kind (GELU_NONE: none, for the layers without one). */
+static __device__ __forceinline__ float activate(int kind, float v)
+{
+    return kind == GELU_TANH ? gelu_tanh(v) : kind == GELU_ERF ? gelu_erf(v) : v;
+}
+
 /**
  * @brief The fused epilogue: add the column's bias, apply GELU — on the accumulator,
  *        before the store. The GELU form is a template argument, so only one of them
@@ -45,7 +51,7 @@ struct BiasGelu {
     __device__ __forceinline__ float operator()(float value, int column) const
     {
         if (bias) value += __ldg(bias + column);
-        return KIND == GELU_TANH ? gelu_tanh(value) : gelu_erf(value);
+        return activate(KIND, value);
     }
 };
 
@@ -66,7 +72,7 @@ __global__ void apply_gelu(T *y, long long total, int kind)
 {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
         float v = load(y, i);
-        store(y, i, kind == GELU_TANH ? gelu_tanh(v) : gelu_erf(v));
+        store(y, i, activate(kind, v));
     }
 }
 
@@ -76,7 +82,7 @@ __global__ void bias_gelu(T *y, const float *bias, long long total, int N, int k
 {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
         float v = load(y, i) + (bias ? bias[i % N] : 0.0f);
-        store(y, i, kind == GELU_TANH ? gelu_tanh(v) : gelu_erf(v));
+        store(y, i, activate(kind, v));
     }
 }
 
@@ -138,6 +144,8 @@ static const char *linear_v3(const linear_args *a)
     const float *X = (const float *)a->X, *W = (const float *)a->W;
     if (a->gelu == GELU_TANH)
         return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
+    if (a->gelu == GELU_NONE)
+        return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
     return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
 }
 
@@ -147,6 +155,8 @@ static const char *linear_v4(const linear_args *a)
     const __half *X = (const __half *)a->X, *W = (const __half *)a->W;
     if (a->gelu == GELU_TANH)
         return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
+    if (a->gelu == GELU_NONE)
+        return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
     return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
 }
 

@@ -18,6 +18,7 @@
 
 #include "08_paged_kv_cache/kernels.h" /* stage 08's gather, for v1 */
 #include "cuda_check.h"
+#include "dtype_device.cuh"
 #include "kernels.h"
 
 /** @brief log2(e): the kernels work in base 2 (one ex2 per exponential), as stage 06's. */
@@ -56,17 +57,28 @@ struct ContiguousRows {
     }
 };
 
-/** @brief q·k over one lane's 8 elements: k as 8 fp16 in a uint4, q already in fp32. */
-static __device__ __forceinline__ float dot8(const float (&q)[8], uint4 k)
+/** @brief Elements of T in 16 bytes: 8 fp16 or 4 fp32. */
+template <typename T>
+struct Vec16 {
+    static constexpr int N = 16 / sizeof(T); /**< elements per 16 bytes */
+};
+
+/** @brief 16 bytes of fp16 as 8 floats. */
+static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[8], __half)
 {
-    const __half2 *k2 = reinterpret_cast<const __half2 *>(&k);
-    float s = 0.0f;
+    const __half2 *h2 = reinterpret_cast<const __half2 *>(&raw);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        float2 f = __half22float2(k2[i]);
-        s += q[2 * i] * f.x + q[2 * i + 1] * f.y;
+        float2 f = __half22float2(h2[i]);
+        out[2 * i] = f.x, out[2 * i + 1] = f.y;
     }
-    return s;
+}
+
+/** @brief 16 bytes of fp32 as 4 floats. */
+static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[4], float)
+{
+    out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y);
+    out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
 }
 
 /**
@@ -76,7 +88,8 @@ static __device__ __forceinline__ float dot8(const float (&q)[8], uint4 k)
  * A row of d fp16 is D/8 chunks of 16 bytes; lane l reads chunk l % (D/8) of
  * token l / (D/8) of each step, so a warp covers 32/(D/8) tokens per load (4 at
  * d 64, 2 at d 128) and every token row is read whole by consecutive lanes: 128
- * or 256 contiguous bytes. Each lane issues DECODE_PASSES such loads of K and of
+ * or 256 contiguous bytes. (fp32 storage, for stage 10's fp32 model: D/4
+ * chunks, half as many tokens per load.) Each lane issues DECODE_PASSES such loads of K and of
  * V before using any of them: 16 loads of 16 bytes in flight per lane is what
  * keeps the memory system busy with only a few blocks per SM.
  *
@@ -85,13 +98,14 @@ static __device__ __forceinline__ float dot8(const float (&q)[8], uint4 k)
  * block writes O; with several (v3) it writes its partial m, l, o for
  * paged_decode_merge.
  */
-template <int D, class Rows>
+template <typename T, int D, class Rows>
 __global__ void __launch_bounds__(DECODE_WARPS * 32)
-    paged_decode_partition(const __half *q, const __half *k_pool, const __half *v_pool, Rows rows, const int *lens,
-                           __half *o, float *part_m, float *part_l, float *part_o, int Hq, int Hkv,
-                           int partition_tokens, int max_parts, float scale_log2)
+    paged_decode_partition(const T *q, const T *k_pool, const T *v_pool, Rows rows, const int *lens, T *o,
+                           float *part_m, float *part_l, float *part_o, int Hq, int Hkv, int partition_tokens,
+                           int max_parts, float scale_log2)
 {
-    constexpr int CHUNKS = D / 8, TOKENS_PER_PASS = 32 / CHUNKS, TILE = DECODE_PASSES * TOKENS_PER_PASS;
+    constexpr int EP = Vec16<T>::N, CHUNKS = D / EP, TOKENS_PER_PASS = 32 / CHUNKS;
+    constexpr int TILE = DECODE_PASSES * TOKENS_PER_PASS;
     __shared__ float warp_m[DECODE_WARPS], warp_l[DECODE_WARPS], warp_o[DECODE_WARPS][D];
     int part = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int len = lens[b], t_begin = part * partition_tokens;
@@ -100,17 +114,11 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
     int kvh = h / (Hq / Hkv); /* grouped-query: Hq/Hkv query heads share a KV head */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
 
-    float qv[8];
-    {
-        uint4 raw = *reinterpret_cast<const uint4 *>(q + ((long long)b * Hq + h) * D + c * 8);
-        const __half2 *q2 = reinterpret_cast<const __half2 *>(&raw);
+    float qv[EP], acc[EP];
+    unpack16(*reinterpret_cast<const uint4 *>(q + ((long long)b * Hq + h) * D + c * EP), qv, T());
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            float2 f = __half22float2(q2[i]);
-            qv[2 * i] = f.x * scale_log2, qv[2 * i + 1] = f.y * scale_log2;
-        }
-    }
-    float m = -INFINITY, l = 0.0f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < EP; ++k) qv[k] *= scale_log2, acc[k] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
     /* one tile's K and V: every lane's DECODE_PASSES loads issued together, zeros past the end */
     auto load_tile = [&](int t0, uint4 (&kr)[DECODE_PASSES], uint4 (&vr)[DECODE_PASSES]) {
 #pragma unroll
@@ -118,7 +126,7 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
             int t = t0 + p * TOKENS_PER_PASS + sub;
             kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
             if (t < t_end) {
-                long long off = rows.row(b, kvh, t) * D + c * 8;
+                long long off = rows.row(b, kvh, t) * D + c * EP;
                 kr[p] = *reinterpret_cast<const uint4 *>(k_pool + off);
                 vr[p] = *reinterpret_cast<const uint4 *>(v_pool + off);
             }
@@ -133,7 +141,10 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
         float s[DECODE_PASSES], tile_max = -INFINITY;
 #pragma unroll
         for (int p = 0; p < DECODE_PASSES; ++p) {
-            float x = dot8(qv, kr[p]);
+            float kf[EP], x = 0.0f;
+            unpack16(kr[p], kf, T());
+#pragma unroll
+            for (int k = 0; k < EP; ++k) x += qv[k] * kf[k];
 #pragma unroll
             for (int off = 1; off < CHUNKS; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off); /* the row's lanes */
             s[p] = t0 + p * TOKENS_PER_PASS + sub < t_end ? x : -INFINITY;
@@ -146,17 +157,15 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
         float alpha = exp2f(m - base);
         l *= alpha;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] *= alpha;
+        for (int k = 0; k < EP; ++k) acc[k] *= alpha;
 #pragma unroll
         for (int p = 0; p < DECODE_PASSES; ++p) {
             float pr = exp2f(s[p] - base);
             l += pr; /* this lane's tokens only; summed over the token lanes at the end */
-            const __half2 *v2 = reinterpret_cast<const __half2 *>(&vr[p]);
+            float vf[EP];
+            unpack16(vr[p], vf, T());
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                float2 f = __half22float2(v2[i]);
-                acc[2 * i] += pr * f.x, acc[2 * i + 1] += pr * f.y;
-            }
+            for (int k = 0; k < EP; ++k) acc[k] += pr * vf[k];
         }
         m = m_new;
 #pragma unroll
@@ -167,12 +176,12 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
     for (int off = CHUNKS; off < 32; off *= 2) {
         l += __shfl_xor_sync(0xffffffffu, l, off);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
+        for (int k = 0; k < EP; ++k) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
     }
     if (lane == 0) warp_m[warp] = m, warp_l[warp] = l;
     if (sub == 0)
 #pragma unroll
-        for (int k = 0; k < 8; ++k) warp_o[warp][c * 8 + k] = acc[k];
+        for (int k = 0; k < EP; ++k) warp_o[warp][c * EP + k] = acc[k];
     __syncthreads();
     /* merge the warps: rescale each to the block's max, add */
     float M = -INFINITY;
@@ -189,7 +198,7 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
         if (part_o)
             part_o[(row * max_parts + part) * D + e] = sum;
         else
-            o[row * D + e] = __float2half_rn(sum / L);
+            store(o, row * D + e, sum / L);
     }
     if (part_o && threadIdx.x == 0) part_m[row * max_parts + part] = M, part_l[row * max_parts + part] = L;
 }
@@ -200,9 +209,9 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
  *        O = Σ 2^(m_p − M)·o_p / Σ 2^(m_p − M)·l_p — stage 05's merge of two
  *        online-softmax states, over all partitions at once.
  */
-template <int D>
+template <typename T, int D>
 __global__ void paged_decode_merge(const float *part_m, const float *part_l, const float *part_o, const int *lens,
-                                   __half *o, int Hq, int partition_tokens, int max_parts)
+                                   T *o, int Hq, int partition_tokens, int max_parts)
 {
     int h = blockIdx.x, b = blockIdx.y, e = threadIdx.x;
     int n_parts = (lens[b] + partition_tokens - 1) / partition_tokens;
@@ -216,14 +225,14 @@ __global__ void paged_decode_merge(const float *part_m, const float *part_l, con
         L += w * l[p];
         sum += w * part_o[(row * max_parts + p) * D + e];
     }
-    o[row * D + e] = __float2half_rn(sum / L);
+    store(o, row * D + e, sum / L);
 }
 
 static int max_parts_for(int max_len) { return (max_len + MIN_PARTITION_TOKENS - 1) / MIN_PARTITION_TOKENS; }
 
 size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len)
 {
-    size_t contiguous = 2 * (size_t)B * Hkv * (size_t)max_len * d * sizeof(__half);
+    size_t contiguous = 2 * (size_t)B * Hkv * (size_t)max_len * d * sizeof(float); /* fp32 storage: the larger */
     size_t partials = (size_t)B * Hq * max_parts_for(max_len) * (d + 2) * sizeof(float);
     return contiguous > partials ? contiguous : partials;
 }
@@ -232,6 +241,7 @@ size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len)
 static const char *decode_contract(const decode_problem *p)
 {
     if (p->d != 64 && p->d != 128) return "needs d = 64 or 128";
+    if (p->dtype != WB_F16 && p->dtype != WB_F32) return "needs fp16 or fp32 storage";
     if (p->Hkv < 1 || p->Hq % p->Hkv) return "needs Hq to be a multiple of Hkv";
     if ((long long)p->B > 65535 || p->Hq > 65535) return "needs B <= 65535 and Hq <= 65535";
     if (((uintptr_t)p->q | (uintptr_t)p->k_pool | (uintptr_t)p->v_pool | (uintptr_t)p->o) % 16)
@@ -252,13 +262,13 @@ static const char *decode_contract(const decode_problem *p)
  *        at B1 context 32768; fixed 512-token partitions (twice the blocks: a
  *        second, partial wave) measured 4–12% slower there.
  */
-template <int D, class Rows>
+template <typename T, int D, class Rows>
 static int partition_tokens_for(const decode_problem *p)
 {
     int device, sms, per_sm;
     WB_CUDA_CHECK(cudaGetDevice(&device));
     WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, paged_decode_partition<D, Rows>,
+    WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, paged_decode_partition<T, D, Rows>,
                                                                 DECODE_WARPS * 32, 0));
     long long slots = (long long)sms * (per_sm > 0 ? per_sm : 1);
     long long want = (p->total_len * p->Hq + slots - 1) / slots;
@@ -267,11 +277,11 @@ static int partition_tokens_for(const decode_problem *p)
     return (int)(want < MIN_PARTITION_TOKENS ? MIN_PARTITION_TOKENS : want > p->max_len ? p->max_len : want);
 }
 
-template <class Rows>
-static const char *launch_decode(const decode_problem *p, Rows rows, const __half *k, const __half *v, int split)
+/** @brief The partition kernel (and, with several partitions, the merge) for one storage type, head size and kind of rows. */
+template <typename T, int D, class Rows>
+static const char *launch_decode_typed(const decode_problem *p, Rows rows, const void *k, const void *v, int split)
 {
-    int partition = p->max_len;
-    if (split) partition = p->d == 64 ? partition_tokens_for<64, Rows>(p) : partition_tokens_for<128, Rows>(p);
+    int partition = split ? partition_tokens_for<T, D, Rows>(p) : p->max_len;
     int max_parts = (p->max_len + partition - 1) / partition;
     float *part_m = NULL, *part_l = NULL, *part_o = NULL;
     if (split) {
@@ -280,26 +290,26 @@ static const char *launch_decode(const decode_problem *p, Rows rows, const __hal
         part_o = part_l + (size_t)p->B * p->Hq * max_parts; /* fits: max_parts <= max_parts_for(max_len) */
     }
     dim3 grid(max_parts, p->Hq, p->B);
-    float scale_log2 = p->scale * LOG2E;
-    const __half *q = (const __half *)p->q;
-    __half *o = (__half *)p->o;
-    if (p->d == 64)
-        paged_decode_partition<64, Rows><<<grid, DECODE_WARPS * 32>>>(q, k, v, rows, p->lens, o, part_m, part_l, part_o,
-                                                                     p->Hq, p->Hkv, partition, max_parts, scale_log2);
-    else
-        paged_decode_partition<128, Rows><<<grid, DECODE_WARPS * 32>>>(q, k, v, rows, p->lens, o, part_m, part_l,
-                                                                      part_o, p->Hq, p->Hkv, partition, max_parts,
-                                                                      scale_log2);
+    paged_decode_partition<T, D, Rows><<<grid, DECODE_WARPS * 32>>>((const T *)p->q, (const T *)k, (const T *)v, rows,
+                                                                   p->lens, (T *)p->o, part_m, part_l, part_o, p->Hq,
+                                                                   p->Hkv, partition, max_parts, p->scale * LOG2E);
     WB_CHECK_LAUNCH("paged_decode_partition");
     if (split) {
-        dim3 merge_grid(p->Hq, p->B);
-        if (p->d == 64)
-            paged_decode_merge<64><<<merge_grid, 64>>>(part_m, part_l, part_o, p->lens, o, p->Hq, partition, max_parts);
-        else
-            paged_decode_merge<128><<<merge_grid, 128>>>(part_m, part_l, part_o, p->lens, o, p->Hq, partition, max_parts);
+        paged_decode_merge<T, D><<<dim3(p->Hq, p->B), D>>>(part_m, part_l, part_o, p->lens, (T *)p->o, p->Hq,
+                                                           partition, max_parts);
         WB_CHECK_LAUNCH("paged_decode_merge");
     }
     return NULL;
+}
+
+template <class Rows>
+static const char *launch_decode(const decode_problem *p, Rows rows, const void *k, const void *v, int split)
+{
+    if (p->dtype == WB_F32)
+        return p->d == 64 ? launch_decode_typed<float, 64>(p, rows, k, v, split)
+                          : launch_decode_typed<float, 128>(p, rows, k, v, split);
+    return p->d == 64 ? launch_decode_typed<__half, 64>(p, rows, k, v, split)
+                      : launch_decode_typed<__half, 128>(p, rows, k, v, split);
 }
 
 /**
@@ -311,9 +321,9 @@ static const char *launch_decode(const decode_problem *p, Rows rows, const __hal
 static const char *launch_gather_then_attend(const decode_problem *p)
 {
     if (const char *why = decode_contract(p)) return why;
-    __half *k = (__half *)p->workspace;
-    __half *v = k + (size_t)p->B * p->Hkv * p->max_len * p->d;
-    kv_gather_args g = {WB_F16, p->B, p->Hkv, p->d, p->block_size, p->max_len, p->max_pages_per_seq,
+    size_t es = p->dtype == WB_F32 ? 4 : 2;
+    char *k = (char *)p->workspace, *v = k + (size_t)p->B * p->Hkv * p->max_len * p->d * es;
+    kv_gather_args g = {p->dtype, p->B, p->Hkv, p->d, p->block_size, p->max_len, p->max_pages_per_seq,
                         p->block_tables, p->lens, p->k_pool, p->v_pool, k, v};
     if (const char *why = kv_variants[1].gather(&g)) return why; /* stage 08's v2 (16-byte) gather */
     ContiguousRows rows = {p->max_len, p->Hkv};
@@ -330,7 +340,7 @@ static const char *launch_paged(const decode_problem *p)
 {
     if (const char *why = decode_contract(p)) return why;
     PagedRows rows = {p->block_tables, p->max_pages_per_seq, p->block_size, p->Hkv};
-    return launch_decode(p, rows, (const __half *)p->k_pool, (const __half *)p->v_pool, 0);
+    return launch_decode(p, rows, p->k_pool, p->v_pool, 0);
 }
 
 /**
@@ -344,12 +354,14 @@ static const char *launch_paged_split(const decode_problem *p)
 {
     if (const char *why = decode_contract(p)) return why;
     PagedRows rows = {p->block_tables, p->max_pages_per_seq, p->block_size, p->Hkv};
-    return launch_decode(p, rows, (const __half *)p->k_pool, (const __half *)p->v_pool, 1);
+    return launch_decode(p, rows, p->k_pool, p->v_pool, 1);
 }
 
 int decode_partition_tokens(const decode_problem *p)
 {
-    return p->d == 64 ? partition_tokens_for<64, PagedRows>(p) : partition_tokens_for<128, PagedRows>(p);
+    if (p->dtype == WB_F32)
+        return p->d == 64 ? partition_tokens_for<float, 64, PagedRows>(p) : partition_tokens_for<float, 128, PagedRows>(p);
+    return p->d == 64 ? partition_tokens_for<__half, 64, PagedRows>(p) : partition_tokens_for<__half, 128, PagedRows>(p);
 }
 
 /* The table the host program walks, in teaching order. */

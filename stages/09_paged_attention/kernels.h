@@ -5,7 +5,7 @@
  *
  * One decode step: each of B sequences has one new query token (Hq heads of d)
  * and a context of lens[b] tokens whose K and V sit in stage 08's page pools,
- * [num_pages][Hkv][block_size][d] in fp16. Query head h reads KV head
+ * [num_pages][Hkv][block_size][d] in fp16 (or fp32, for stage 10's fp32 model). Query head h reads KV head
  * h / (Hq / Hkv): grouped-query attention when Hkv < Hq, multi-head when equal.
  *
  *     o[b][h] = Σ_t softmax_t(scale · q[b][h]·k[b][t]) · v[b][t]     (fp32 accumulation, fp16 out)
@@ -14,6 +14,8 @@
 #define STAGE09_KERNELS_H
 
 #include <stddef.h>
+
+#include "dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,12 +35,13 @@ typedef struct {
     int max_len;              /**< longest context (>= every lens[b]) */
     long long total_len;      /**< Σ lens[b] (host side: v3 sizes its partitions by it) */
     float scale;              /**< multiplies q·k (1/√d) */
-    const void *q;            /**< [B][Hq][d] fp16, device */
-    const void *k_pool;       /**< [num_pages][Hkv][block_size][d] fp16, device */
+    wb_dtype dtype;           /**< storage of q, the pools and o: fp16 (the stage's tables), or fp32 (stage 10's fp32 model) */
+    const void *q;            /**< [B][Hq][d], device */
+    const void *k_pool;       /**< [num_pages][Hkv][block_size][d], device */
     const void *v_pool;       /**< the same for V */
     const int *block_tables;  /**< [B][max_pages_per_seq], device */
     const int *lens;          /**< [B] context lengths (>= 1), device */
-    void *o;                  /**< [B][Hq][d] fp16, device */
+    void *o;                  /**< [B][Hq][d], device */
     void *workspace;          /**< v1: contiguous K, V; v3: the partitions' partial results */
     size_t workspace_bytes;   /**< its size */
 } decode_problem;

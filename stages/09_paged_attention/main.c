@@ -27,6 +27,8 @@ static const char *const l2_choices[] = {"rotate", "flush", NULL};
 
 /** O is fp16: the GPU and the reference each round once to fp16 (at most one ulp apart: 2^-10 relative). */
 static const wb_tolerance o_tol = {1e-5, 2e-3};
+/** fp32 storage (stage 10's fp32 model): fp32 sums over up to 16384 tokens and ex2.approx. */
+static const wb_tolerance o_tol_f32 = {1e-6, 1e-4};
 
 /** A log-uniform length in [lo, hi] (as stage 08: many short contexts, a few long). */
 static int random_length(wb_rng *r, int lo, int hi)
@@ -56,9 +58,10 @@ typedef struct {
     double kv_bytes;       /**< K and V bytes the step must read: Σ len · Hkv · d · 2 · 2 */
 } step;
 
-static void step_init(step *s, int B, int Hq, int Hkv, int d, int bs, const int *lens, uint64_t seed)
+static void step_init(step *s, wb_dtype dtype, int B, int Hq, int Hkv, int d, int bs, const int *lens, uint64_t seed)
 {
     memset(s, 0, sizeof *s);
+    size_t es = wb_dtype_bytes(dtype);
     s->lens = wb_host_alloc((size_t)B * sizeof(int), "lengths");
     int max_len = 1;
     long long pages = 0;
@@ -66,7 +69,7 @@ static void step_init(step *s, int B, int Hq, int Hkv, int d, int bs, const int 
         s->lens[b] = lens[b];
         max_len = lens[b] > max_len ? lens[b] : max_len;
         pages += (lens[b] + bs - 1) / bs;
-        s->kv_bytes += 2.0 * 2.0 * lens[b] * (double)Hkv * d;
+        s->kv_bytes += 2.0 * (double)es * lens[b] * (double)Hkv * d;
     }
     int max_pages = (max_len + bs - 1) / bs;
     /* pages at random places in a pool with some free pages left over, as in a running server */
@@ -103,19 +106,31 @@ static void step_init(step *s, int B, int Hq, int Hkv, int d, int bs, const int 
 
     decode_problem *a = &s->a;
     a->B = B, a->Hq = Hq, a->Hkv = Hkv, a->d = d, a->block_size = bs, a->max_pages_per_seq = max_pages;
+    a->dtype = dtype;
     a->max_len = max_len, a->scale = 1.0f / sqrtf((float)d);
     for (int b = 0; b < B; ++b) a->total_len += lens[b];
-    a->q = wb_device_alloc(q_elems * 2, "q");
-    a->k_pool = wb_device_alloc(s->pool_elems * 2, "K pool");
-    a->v_pool = wb_device_alloc(s->pool_elems * 2, "V pool");
+    a->q = wb_device_alloc(q_elems * es, "q");
+    a->k_pool = wb_device_alloc(s->pool_elems * es, "K pool");
+    a->v_pool = wb_device_alloc(s->pool_elems * es, "V pool");
     a->block_tables = wb_device_alloc((size_t)B * max_pages * sizeof(int), "block tables");
     a->lens = wb_device_alloc((size_t)B * sizeof(int), "lengths");
-    a->o = wb_device_alloc(q_elems * 2, "o");
+    a->o = wb_device_alloc(q_elems * es, "o");
     a->workspace_bytes = decode_workspace_bytes(B, Hq, Hkv, d, max_len);
     a->workspace = wb_device_alloc(a->workspace_bytes, "workspace");
-    WB_CUDA_CHECK(cudaMemcpy((void *)a->q, s->q, q_elems * 2, cudaMemcpyHostToDevice));
-    WB_CUDA_CHECK(cudaMemcpy((void *)a->k_pool, s->k_pool, s->pool_elems * 2, cudaMemcpyHostToDevice));
-    WB_CUDA_CHECK(cudaMemcpy((void *)a->v_pool, s->v_pool, s->pool_elems * 2, cudaMemcpyHostToDevice));
+    /* fp32 storage holds the same (fp16-representable) values, so both share one reference */
+    uint16_t *src[3] = {s->q, s->k_pool, s->v_pool};
+    const void *dst[3] = {a->q, a->k_pool, a->v_pool};
+    size_t count[3] = {q_elems, s->pool_elems, s->pool_elems};
+    for (int i = 0; i < 3; ++i) {
+        if (dtype == WB_F32) {
+            float *wide = wb_host_alloc(count[i] * 4, "fp32 copy");
+            wb_halves_to_floats(src[i], wide, count[i]);
+            WB_CUDA_CHECK(cudaMemcpy((void *)dst[i], wide, count[i] * 4, cudaMemcpyHostToDevice));
+            free(wide);
+        } else {
+            WB_CUDA_CHECK(cudaMemcpy((void *)dst[i], src[i], count[i] * 2, cudaMemcpyHostToDevice));
+        }
+    }
     WB_CUDA_CHECK(cudaMemcpy((void *)a->block_tables, tables, (size_t)B * max_pages * sizeof(int), cudaMemcpyHostToDevice));
     WB_CUDA_CHECK(cudaMemcpy((void *)a->lens, lens, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
     free(tables);
@@ -138,8 +153,10 @@ static void step_init(step *s, int B, int Hq, int Hkv, int d, int bs, const int 
                 ref_attention_row(qf, kc, vc, (size_t)lens[b], (size_t)d, (size_t)d, a->scale, s->ref + qrow, NULL);
             }
         }
-    wb_floats_to_halves(s->ref, s->got16, q_elems); /* an fp16 output can only be the reference rounded */
-    wb_halves_to_floats(s->got16, s->ref, q_elems);
+    if (dtype == WB_F16) { /* an fp16 output can only be the reference rounded */
+        wb_floats_to_halves(s->ref, s->got16, q_elems);
+        wb_halves_to_floats(s->got16, s->ref, q_elems);
+    }
     free(qf), free(kc), free(vc);
 }
 
@@ -154,14 +171,15 @@ static void step_init(step *s, int B, int Hq, int Hkv, int d, int bs, const int 
  */
 static void rotate_inputs(step *s, const wb_device *dev)
 {
-    size_t set_bytes = (size_t)(2.0 * s->pool_elems * 2) + s->a.workspace_bytes, free_b, total_b;
+    size_t es = wb_dtype_bytes(s->a.dtype);
+    size_t set_bytes = 2 * s->pool_elems * es + s->a.workspace_bytes, free_b, total_b;
     int want = 1 + (int)((2 * dev->l2_bytes + set_bytes - 1) / set_bytes);
     want = want > MAX_SETS ? MAX_SETS : want;
     WB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if ((size_t)(want - 1) * set_bytes > free_b / 2) want = 1;
     s->sets[0] = s->a;
     s->n_sets = want;
-    size_t q_bytes = (size_t)s->a.B * s->a.Hq * s->a.d * 2, pool_bytes = s->pool_elems * 2;
+    size_t q_bytes = (size_t)s->a.B * s->a.Hq * s->a.d * es, pool_bytes = s->pool_elems * es;
     size_t table_bytes = (size_t)s->a.B * s->a.max_pages_per_seq * sizeof(int), lens_bytes = (size_t)s->a.B * sizeof(int);
     for (int i = 1; i < want; ++i) {
         decode_problem *c = &s->sets[i];
@@ -225,17 +243,21 @@ static const char *check_job(void *ctx, wb_compare_result *res)
     job *j = (job *)ctx;
     step *s = j->s;
     size_t n = (size_t)s->a.B * s->a.Hq * s->a.d;
-    wb_poison(s->a.o, n * 2);
+    wb_poison(s->a.o, n * wb_dtype_bytes(s->a.dtype));
     wb_poison(s->a.workspace, s->a.workspace_bytes);
     const char *why = launch_job(j);
     if (why) return why;
     WB_CUDA_CHECK(cudaDeviceSynchronize());
-    WB_CUDA_CHECK(cudaMemcpy(s->got16, s->a.o, n * 2, cudaMemcpyDeviceToHost));
-    wb_halves_to_floats(s->got16, s->got, n);
+    if (s->a.dtype == WB_F16) {
+        WB_CUDA_CHECK(cudaMemcpy(s->got16, s->a.o, n * 2, cudaMemcpyDeviceToHost));
+        wb_halves_to_floats(s->got16, s->got, n);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(s->got, s->a.o, n * 4, cudaMemcpyDeviceToHost));
+    }
     char label[96];
-    snprintf(label, sizeof label, "%s B%d Hq%d Hkv%d d%d", decode_variants[j->index].id, s->a.B, s->a.Hq, s->a.Hkv,
-             s->a.d);
-    *res = wb_compare_f32(s->got, s->ref, n, o_tol, label, 5);
+    snprintf(label, sizeof label, "%s %s B%d Hq%d Hkv%d d%d", decode_variants[j->index].id, wb_dtype_name(s->a.dtype),
+             s->a.B, s->a.Hq, s->a.Hkv, s->a.d);
+    *res = wb_compare_f32(s->got, s->ref, n, s->a.dtype == WB_F16 ? o_tol : o_tol_f32, label, 5);
     return NULL;
 }
 
@@ -268,8 +290,8 @@ static int check_step(const wb_common_opts *opt, step *s, int *checks)
 {
     int lo = s->lens[0], hi = s->lens[0];
     for (int b = 1; b < s->a.B; ++b) lo = s->lens[b] < lo ? s->lens[b] : lo, hi = s->lens[b] > hi ? s->lens[b] : hi;
-    printf("B%-2d Hq%-2d Hkv%-2d d%-3d block %-2d lengths %5d..%-5d", s->a.B, s->a.Hq, s->a.Hkv, s->a.d,
-           s->a.block_size, lo, hi);
+    printf("%s B%-2d Hq%-2d Hkv%-2d d%-3d block %-2d lengths %5d..%-5d", wb_dtype_name(s->a.dtype), s->a.B, s->a.Hq,
+           s->a.Hkv, s->a.d, s->a.block_size, lo, hi);
     int failed = 0;
     for (int i = 0; i < decode_variant_count; ++i) {
         if (opt->variant >= 0 && opt->variant != i) continue;
@@ -343,10 +365,12 @@ int main(int argc, char **argv)
                 max_len = lens[b] > max_len ? lens[b] : max_len;
             }
             if ((long long)k[0] * k[2] * max_len * k[3] > opt.check_max) continue;
-            step s;
-            step_init(&s, k[0], k[1], k[2], k[3], k[4], lens, wb_seed_for((uint64_t)opt.seed, c, 1));
-            failed += check_step(&opt, &s, &checks);
-            step_free(&s);
+            for (int t = 0; t < 2; ++t) { /* fp16, the stage's subject; fp32, which stage 10's fp32 model uses */
+                step s;
+                step_init(&s, t ? WB_F32 : WB_F16, k[0], k[1], k[2], k[3], k[4], lens, wb_seed_for((uint64_t)opt.seed, c, 1));
+                failed += check_step(&opt, &s, &checks);
+                step_free(&s);
+            }
         }
         printf("stage09 --check: %d checks, %d failed\n", checks, failed);
         ok = failed == 0 && checks > 0;
@@ -375,7 +399,7 @@ int main(int argc, char **argv)
             else
                 snprintf(label, sizeof label, "mixed contexts 16..16384");
             step s;
-            step_init(&s, k[0], k[1], k[2], k[3], (int)block_size, lens, 31 + (uint64_t)i);
+            step_init(&s, WB_F16, k[0], k[1], k[2], k[3], (int)block_size, lens, 31 + (uint64_t)i);
             bench_step(&dev, &opt, &s, label, l2_choice == 1, &rep);
             step_free(&s);
             free(lens);

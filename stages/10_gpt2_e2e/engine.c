@@ -1,0 +1,476 @@
+/**
+ * @file stages/10_gpt2_e2e/engine.c
+ * @brief GPT-2 on the GPU (see engine.h): every step is a call to an earlier
+ *        stage's launcher, through its header.
+ */
+/** @brief clock_gettime() is POSIX, not C11. */
+#define _POSIX_C_SOURCE 199309L
+#include "engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "04_fused_gelu_linear/kernels.h"
+#include "05_softmax/kernels.h"
+#include "06_flash_attention/kernels.h"
+#include "08_paged_kv_cache/kernels.h"
+#include "09_paged_attention/kernels.h"
+#include "cuda_check.h"
+#include "device.h"
+#include "fp16.h"
+#include "kernels.h"
+
+/** Propagate a launcher's refusal. */
+#define TRY(call)                         \
+    do {                                  \
+        const char *why_ = (call);        \
+        if (why_) return why_;            \
+    } while (0)
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+/** With profiling on: wait for the GPU and charge the time since the last mark to `bucket`. */
+static void charge(gpt2_engine *e, double *bucket, double *mark)
+{
+    if (!e->profile) return;
+    WB_CUDA_CHECK(cudaDeviceSynchronize());
+    double t = now_ms();
+    *bucket += t - *mark;
+    *mark = t;
+}
+
+static int find_linear(const char *id, wb_dtype dtype)
+{
+    for (int i = 0; i < linear_variant_count; ++i)
+        if (strcmp(linear_variants[i].id, id) == 0 && linear_variants[i].dtype == dtype) return i;
+    return -1;
+}
+
+static int find_attention(const char *id)
+{
+    for (int i = 0; i < attention_variant_count; ++i)
+        if (strcmp(attention_variants[i].id, id) == 0) return i;
+    return -1;
+}
+
+/** Upload n floats as the engine's dtype (a fresh device buffer). */
+static void *upload(const float *src, size_t n, wb_dtype dtype, const char *what)
+{
+    void *d = wb_device_alloc(n * wb_dtype_bytes(dtype), what);
+    if (dtype == WB_F16) {
+        uint16_t *h = wb_host_alloc(n * 2, what);
+        wb_floats_to_halves(src, h, n);
+        WB_CUDA_CHECK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+        free(h);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice));
+    }
+    return d;
+}
+
+static float *upload_f32(const float *src, size_t n, const char *what) { return upload(src, n, WB_F32, what); }
+
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int max_seqs, int max_tokens)
+{
+    memset(e, 0, sizeof *e);
+    const gpt2_config *c = &m->cfg;
+    e->cfg = *c, e->dtype = dtype, e->max_seqs = max_seqs;
+    e->max_tokens = max_tokens < max_seqs ? max_seqs : max_tokens;
+    int C = c->C, V = c->vocab, L = c->n_layer, H = c->n_head, d = C / H;
+    int dev;
+    struct cudaDeviceProp prop;
+    WB_CUDA_CHECK(cudaGetDevice(&dev));
+    WB_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    int cc = prop.major * 10 + prop.minor;
+    /* the kernels: stage 04's fused linear, stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
+    e->linear_variant = find_linear(dtype == WB_F16 ? "v4" : "v3", dtype);
+    e->layernorm_variant = 2;
+    e->attention_variant = find_attention(dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
+    e->decode_variant = 2;
+    if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
+    if (max_seqs > 64) return "at most 64 sequences at once";
+    if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
+    if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
+    if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
+
+    /* weights: matrices in the engine's precision, LayerNorm and biases fp32; wte also transposed for the LM head */
+    const gpt2_weights *w = &m->w;
+    e->wte = upload(w->wte, (size_t)V * C, dtype, "wte");
+    e->wpe = upload(w->wpe, (size_t)c->max_T * C, dtype, "wpe");
+    int Vp = e->vocab_padded = (V + 7) / 8 * 8;
+    float *wt = calloc((size_t)Vp * C, 4);
+    if (!wt) return "out of host memory";
+    for (int v = 0; v < V; ++v)
+        for (int k = 0; k < C; ++k) wt[(size_t)k * Vp + v] = w->wte[(size_t)v * C + k];
+    e->wte_t = upload(wt, (size_t)Vp * C, dtype, "wte transposed");
+    free(wt);
+    void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w};
+    float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
+    for (size_t i = 0; i < 4; ++i) *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
+    for (size_t i = 0; i < 8; ++i) *vecs[i] = wb_host_alloc((size_t)L * sizeof(float *), "layer table");
+    e->k_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
+    e->v_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
+    for (int l = 0; l < L; ++l) {
+        const gpt2_block *b = &w->blocks[l];
+        e->qkv_w[l] = upload(b->qkv_w, (size_t)C * 3 * C, dtype, "qkv weight");
+        e->proj_w[l] = upload(b->proj_w, (size_t)C * C, dtype, "proj weight");
+        e->fc_w[l] = upload(b->fc_w, (size_t)C * 4 * C, dtype, "fc weight");
+        e->fcproj_w[l] = upload(b->fcproj_w, (size_t)4 * C * C, dtype, "fc proj weight");
+        e->qkv_b[l] = upload_f32(b->qkv_b, (size_t)3 * C, "qkv bias");
+        e->proj_b[l] = upload_f32(b->proj_b, (size_t)C, "proj bias");
+        e->fc_b[l] = upload_f32(b->fc_b, (size_t)4 * C, "fc bias");
+        e->fcproj_b[l] = upload_f32(b->fcproj_b, (size_t)C, "fc proj bias");
+        e->ln1_w[l] = upload_f32(b->ln1_w, (size_t)C, "ln_1 weight");
+        e->ln1_b[l] = upload_f32(b->ln1_b, (size_t)C, "ln_1 bias");
+        e->ln2_w[l] = upload_f32(b->ln2_w, (size_t)C, "ln_2 weight");
+        e->ln2_b[l] = upload_f32(b->ln2_b, (size_t)C, "ln_2 bias");
+    }
+    e->lnf_w = upload_f32(w->lnf_w, (size_t)C, "ln_f weight");
+    e->lnf_b = upload_f32(w->lnf_b, (size_t)C, "ln_f bias");
+
+    /* the paged cache: room for every sequence at full length (stage 08's block manager decides where) */
+    int pages_per_seq = (c->max_T + ENGINE_BLOCK_SIZE - 1) / ENGINE_BLOCK_SIZE;
+    if (kv_init(&e->kv, max_seqs * pages_per_seq, ENGINE_BLOCK_SIZE, max_seqs, pages_per_seq, 0) != KV_OK)
+        return "out of host memory for the block manager";
+    size_t es = wb_dtype_bytes(dtype), pool = (size_t)e->kv.num_pages * H * ENGINE_BLOCK_SIZE * d * es;
+    for (int l = 0; l < L; ++l) {
+        e->k_pool[l] = wb_device_alloc(pool, "K pool");
+        e->v_pool[l] = wb_device_alloc(pool, "V pool");
+    }
+
+    /* scratch */
+    size_t R = (size_t)e->max_tokens, T = (size_t)c->max_T;
+    e->x = wb_device_alloc(R * C * es, "x");
+    e->ln = wb_device_alloc(R * C * es, "ln");
+    e->att = wb_device_alloc(R * C * es, "att");
+    e->tmp = wb_device_alloc(R * C * es, "tmp");
+    e->qkv = wb_device_alloc(R * 3 * C * es, "qkv");
+    e->hidden = wb_device_alloc(R * 4 * C * es, "hidden");
+    e->logits = wb_device_alloc(R * Vp * es, "logits");
+    size_t heads = R > T ? R : T; /* equal-length prompts go to stage 06 together: [B][H][T][d] */
+    e->q_heads = wb_device_alloc(heads * C * es, "q heads");
+    e->k_heads = wb_device_alloc(heads * C * es, "k heads");
+    e->v_heads = wb_device_alloc(heads * C * es, "v heads");
+    e->o_heads = wb_device_alloc(heads * C * es, "o heads");
+    e->q_rows = wb_device_alloc(R * C * es, "q rows");
+    e->k_rows = wb_device_alloc(R * C * es, "k rows");
+    e->v_rows = wb_device_alloc(R * C * es, "v rows");
+    e->lse = wb_device_alloc((size_t)H * heads * 4, "lse");
+    const int shapes[][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}, {Vp, C}}; /* N, K of every linear */
+    for (int i = 0; i < 5; ++i) {
+        size_t f = gpt2_small_m_workspace_floats(shapes[i][0], shapes[i][1]);
+        e->small_m_floats = f > e->small_m_floats ? f : e->small_m_floats;
+    }
+    e->small_m_workspace = wb_device_alloc(e->small_m_floats * 4, "small-M workspace");
+    e->mean = wb_device_alloc(R * 4, "mean");
+    e->rstd = wb_device_alloc(R * 4, "rstd");
+    e->decode_workspace_bytes = decode_workspace_bytes(max_seqs, H, H, d, c->max_T);
+    e->decode_workspace = wb_device_alloc(e->decode_workspace_bytes, "decode workspace");
+    e->d_tokens = wb_device_alloc(R * 4, "tokens");
+    e->d_positions = wb_device_alloc(R * 4, "positions");
+    e->d_next = wb_device_alloc(R * 4, "next tokens");
+    e->d_slots = wb_device_alloc(R * 8, "slots");
+    e->d_tables = wb_device_alloc((size_t)max_seqs * pages_per_seq * 4, "block tables");
+    e->d_lens = wb_device_alloc((size_t)max_seqs * 4, "lengths");
+    e->h_tables = wb_host_alloc((size_t)max_seqs * pages_per_seq * 4, "block tables");
+    e->h_slots = wb_host_alloc(R * 8, "slots");
+    e->use_graphs = 1;
+    return NULL;
+}
+
+void engine_free(gpt2_engine *e)
+{
+    if (e->graph_exec) WB_CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)e->graph_exec));
+    for (int l = 0; e->qkv_w && l < e->cfg.n_layer; ++l) {
+        void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
+                     e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l]};
+        for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
+    }
+    void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
+                 e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
+                 e->mean, e->rstd, e->decode_workspace, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
+                 e->d_tables, e->d_lens};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
+    void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
+                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_tables, e->h_slots};
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
+    kv_destroy(&e->kv);
+    memset(e, 0, sizeof *e);
+}
+
+/** Byte offset of row r in a buffer of rows `width` elements wide. */
+static void *row_ptr(const gpt2_engine *e, void *base, size_t r, size_t width)
+{
+    return (char *)base + r * width * wb_dtype_bytes(e->dtype);
+}
+
+static const char *linear(gpt2_engine *e, const void *X, const void *W, const float *b, void *Y, int M, int N, int K,
+                          gelu_kind g)
+{
+    if (M <= 8) /* a decode step: this stage's small-M kernel streams W instead of tiling it */
+        return gpt2_linear_small_m(e->dtype, X, W, b, Y, M, N, K, g == GELU_TANH, e->small_m_workspace,
+                                   e->small_m_floats);
+    linear_args a = {X, W, b, Y, M, N, K, g};
+    return linear_variants[e->linear_variant].launch(&a);
+}
+
+static const char *layernorm(gpt2_engine *e, const void *x, const float *w, const float *b, void *y, int rows)
+{
+    return layernorm_variants[e->layernorm_variant].launch(e->dtype, x, w, b, GPT2_LN_EPS, y, e->mean, e->rstd, rows,
+                                                           e->cfg.C);
+}
+
+/** The MLP half and the residuals, shared by prefill and decode: x += proj(att); x += fcproj(gelu(fc(ln2(x)))). */
+static const char *block_tail(gpt2_engine *e, int l, int rows, double *mark)
+{
+    int C = e->cfg.C;
+    engine_profile dummy, *p = e->profile ? e->profile : &dummy;
+    TRY(linear(e, e->att, e->proj_w[l], e->proj_b[l], e->tmp, rows, C, C, GELU_NONE));
+    charge(e, &p->linear, mark);
+    TRY(gpt2_residual_add(e->dtype, e->x, e->tmp, (long long)rows * C));
+    charge(e, &p->other, mark);
+    TRY(layernorm(e, e->x, e->ln2_w[l], e->ln2_b[l], e->ln, rows));
+    charge(e, &p->layernorm, mark);
+    TRY(linear(e, e->ln, e->fc_w[l], e->fc_b[l], e->hidden, rows, 4 * C, C, GELU_TANH));
+    TRY(linear(e, e->hidden, e->fcproj_w[l], e->fcproj_b[l], e->tmp, rows, C, 4 * C, GELU_NONE));
+    charge(e, &p->linear, mark);
+    TRY(gpt2_residual_add(e->dtype, e->x, e->tmp, (long long)rows * C));
+    charge(e, &p->other, mark);
+    return NULL;
+}
+
+/** Copy `rows` rows of logits (V of each padded row) to the host as fp32. */
+static void logits_to_host(const gpt2_engine *e, const void *src, int rows, float *dst)
+{
+    size_t V = (size_t)e->cfg.vocab, Vp = (size_t)e->vocab_padded, n = (size_t)rows * V;
+    if (e->dtype == WB_F16) {
+        uint16_t *h = wb_host_alloc(n * 2, "logits");
+        WB_CUDA_CHECK(cudaMemcpy2D(h, V * 2, src, Vp * 2, V * 2, (size_t)rows, cudaMemcpyDeviceToHost));
+        wb_halves_to_floats(h, dst, n);
+        free(h);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy2D(dst, V * 4, src, Vp * 4, V * 4, (size_t)rows, cudaMemcpyDeviceToHost));
+    }
+}
+
+const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *tokens, const int *lens, int *next,
+                           float *all_logits)
+{
+    const gpt2_config *c = &e->cfg;
+    int C = c->C, H = c->n_head, d = C / H, V = c->vocab, R = 0;
+    if (n < 1 || n > e->max_seqs) return "prefill: batch size out of range";
+    for (int i = 0; i < n; ++i) {
+        if (lens[i] < 1 || lens[i] > c->max_T) return "prefill: a prompt is empty or longer than the context";
+        R += lens[i];
+    }
+    if (R > e->max_tokens) return "prefill: more prompt tokens than the engine was sized for";
+    for (int i = 0; i < n; ++i)
+        if (kv_add_seq(&e->kv, seqs[i]) != KV_OK) {
+            for (int j = 0; j < i; ++j) kv_free_seq(&e->kv, seqs[j]);
+            return "prefill: a sequence id is in use or out of range";
+        }
+    kv_page_copy copies[1];
+    int n_copies = 0;
+    kv_status st = kv_append(&e->kv, seqs, lens, n, e->h_slots, copies, &n_copies);
+    if (st != KV_OK) {
+        for (int i = 0; i < n; ++i) kv_free_seq(&e->kv, seqs[i]);
+        return kv_status_string(st);
+    }
+    int *positions = wb_host_alloc((size_t)R * 4, "positions");
+    for (int i = 0, r = 0; i < n; ++i)
+        for (int t = 0; t < lens[i]; ++t) positions[r++] = t;
+    WB_CUDA_CHECK(cudaMemcpy(e->d_tokens, tokens, (size_t)R * 4, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(e->d_positions, positions, (size_t)R * 4, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(e->d_slots, e->h_slots, (size_t)R * 8, cudaMemcpyHostToDevice));
+    free(positions);
+
+    engine_profile dummy, *p = e->profile ? e->profile : &dummy;
+    double mark = now_ms();
+    charge(e, &p->other, &mark);
+    TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, R, C));
+    charge(e, &p->other, &mark);
+    for (int l = 0; l < c->n_layer; ++l) {
+        TRY(layernorm(e, e->x, e->ln1_w[l], e->ln1_b[l], e->ln, R));
+        charge(e, &p->layernorm, &mark);
+        TRY(linear(e, e->ln, e->qkv_w[l], e->qkv_b[l], e->qkv, R, 3 * C, C, GELU_NONE));
+        charge(e, &p->linear, &mark);
+        /* attention, causal within each prompt: prompts of one length go to stage 06 together ([B][H][T][d]),
+         * others one at a time */
+        int same = 1;
+        for (int i = 1; i < n; ++i) same &= lens[i] == lens[0];
+        for (int i = 0, off = 0; i < n; off += lens[i++]) {
+            int T = lens[i];
+            size_t slot = same ? (size_t)i * T : 0; /* where this prompt's heads go in the heads buffers */
+            TRY(gpt2_split_qkv(e->dtype, row_ptr(e, e->qkv, (size_t)off, 3 * (size_t)C), T, C, H,
+                               row_ptr(e, e->q_heads, slot, (size_t)C), row_ptr(e, e->k_heads, slot, (size_t)C),
+                               row_ptr(e, e->v_heads, slot, (size_t)C), NULL,
+                               row_ptr(e, e->k_rows, (size_t)off, (size_t)C), row_ptr(e, e->v_rows, (size_t)off, (size_t)C)));
+            if (same && i < n - 1) continue;
+            int B = same ? n : 1;
+            attention_problem ap = {B, H, T, d, 1.0f / sqrtf((float)d), 1, e->dtype, e->q_heads, e->k_heads,
+                                    e->v_heads, e->o_heads, e->lse, NULL, 0};
+            TRY(attention_variants[e->attention_variant].launch(&ap));
+            for (int b = 0; b < B; ++b) {
+                int row0 = same ? b * T : off;
+                TRY(gpt2_merge_heads(e->dtype, row_ptr(e, e->o_heads, (size_t)b * T, (size_t)C),
+                                     row_ptr(e, e->att, (size_t)row0, (size_t)C), T, C, H));
+            }
+        }
+        charge(e, &p->attention, &mark);
+        kv_append_args ka = {e->dtype, R, H, d, ENGINE_BLOCK_SIZE, e->k_rows, e->v_rows, e->d_slots,
+                             e->k_pool[l], e->v_pool[l]};
+        TRY(kv_variants[1].append(&ka)); /* stage 08's v2 */
+        charge(e, &p->kv_append, &mark);
+        TRY(block_tail(e, l, R, &mark));
+    }
+    TRY(layernorm(e, e->x, e->lnf_w, e->lnf_b, e->ln, R));
+    charge(e, &p->layernorm, &mark);
+    if (all_logits) {
+        TRY(linear(e, e->ln, e->wte_t, NULL, e->logits, R, e->vocab_padded, C, GELU_NONE));
+        TRY(gpt2_argmax(e->dtype, e->logits, R, V, e->vocab_padded, e->d_next));
+        int *all_next = wb_host_alloc((size_t)R * 4, "next");
+        WB_CUDA_CHECK(cudaMemcpy(all_next, e->d_next, (size_t)R * 4, cudaMemcpyDeviceToHost));
+        for (int i = 0, off = 0; i < n; off += lens[i++]) next[i] = all_next[off + lens[i] - 1];
+        free(all_next);
+        logits_to_host(e, e->logits, R, all_logits);
+    } else { /* only each prompt's last position needs logits: gather those rows first */
+        size_t es = wb_dtype_bytes(e->dtype);
+        for (int i = 0, off = 0; i < n; off += lens[i++])
+            WB_CUDA_CHECK(cudaMemcpyAsync(row_ptr(e, e->tmp, (size_t)i, (size_t)C),
+                                          row_ptr(e, e->ln, (size_t)(off + lens[i] - 1), (size_t)C), (size_t)C * es,
+                                          cudaMemcpyDeviceToDevice, 0));
+        TRY(linear(e, e->tmp, e->wte_t, NULL, e->logits, n, e->vocab_padded, C, GELU_NONE));
+        TRY(gpt2_argmax(e->dtype, e->logits, n, V, e->vocab_padded, e->d_next));
+        WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    }
+    charge(e, &p->lm_head, &mark);
+    return NULL;
+}
+
+/**
+ * The kernels of one decode step, every argument the same from step to step
+ * (the step's tokens, positions, slots, block tables and lengths are in device
+ * buffers uploaded before): so they can be captured once into a CUDA graph and
+ * replayed. Stage 09 is told the longest possible context (max_T): partitions
+ * past a sequence's length exit at once.
+ */
+static const char *decode_kernels(gpt2_engine *e, int n)
+{
+    const gpt2_config *c = &e->cfg;
+    int C = c->C, H = c->n_head, d = C / H, V = c->vocab;
+    engine_profile dummy, *p = e->profile ? e->profile : &dummy;
+    double mark = now_ms();
+    TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, n, C));
+    charge(e, &p->other, &mark);
+    for (int l = 0; l < c->n_layer; ++l) {
+        TRY(layernorm(e, e->x, e->ln1_w[l], e->ln1_b[l], e->ln, n));
+        charge(e, &p->layernorm, &mark);
+        TRY(linear(e, e->ln, e->qkv_w[l], e->qkv_b[l], e->qkv, n, 3 * C, C, GELU_NONE));
+        charge(e, &p->linear, &mark);
+        TRY(gpt2_split_qkv(e->dtype, e->qkv, n, C, H, NULL, NULL, NULL, e->q_rows, e->k_rows, e->v_rows));
+        kv_append_args ka = {e->dtype, n, H, d, ENGINE_BLOCK_SIZE, e->k_rows, e->v_rows, e->d_slots,
+                             e->k_pool[l], e->v_pool[l]};
+        TRY(kv_variants[1].append(&ka));
+        charge(e, &p->kv_append, &mark);
+        decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T,
+                             (long long)n * c->max_T, 1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l],
+                             e->v_pool[l], e->d_tables, e->d_lens, e->att, e->decode_workspace,
+                             e->decode_workspace_bytes};
+        TRY(decode_variants[e->decode_variant].launch(&dp));
+        charge(e, &p->attention, &mark);
+        TRY(block_tail(e, l, n, &mark));
+    }
+    TRY(layernorm(e, e->x, e->lnf_w, e->lnf_b, e->ln, n));
+    charge(e, &p->layernorm, &mark);
+    TRY(linear(e, e->ln, e->wte_t, NULL, e->logits, n, e->vocab_padded, C, GELU_NONE));
+    TRY(gpt2_argmax(e->dtype, e->logits, n, V, e->vocab_padded, e->d_next));
+    charge(e, &p->lm_head, &mark);
+    return NULL;
+}
+
+/**
+ * Capture decode_kernels into a CUDA graph for batch size n. A step is about
+ * 12·11 + 4 small kernels; launched one by one, each costs the CPU a few
+ * microseconds and leaves the GPU a gap. A graph is launched with one call and
+ * its kernels follow each other without the host. (The kernels go to the
+ * per-thread default stream, which can be captured: the stages' kernel
+ * libraries are built with --default-stream per-thread.)
+ */
+static const char *capture_decode(gpt2_engine *e, int n)
+{
+    if (e->graph_exec) WB_CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)e->graph_exec));
+    e->graph_exec = NULL;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    WB_CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    const char *why = decode_kernels(e, n);
+    WB_CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
+    if (why) {
+        WB_CUDA_CHECK(cudaGraphDestroy(graph));
+        return why;
+    }
+    WB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    WB_CUDA_CHECK(cudaGraphDestroy(graph));
+    e->graph_exec = exec, e->graph_n = n;
+    return NULL;
+}
+
+const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tokens, int *next, float *logits)
+{
+    const gpt2_config *c = &e->cfg;
+    int H = c->n_head, d = c->C / H;
+    if (n < 1 || n > e->max_seqs) return "decode: batch size out of range";
+    int *ones = wb_host_alloc((size_t)n * 4, "ones"), *positions = wb_host_alloc((size_t)n * 4, "positions");
+    for (int i = 0; i < n; ++i) {
+        int len = kv_seq_len(&e->kv, seqs[i]);
+        if (len < 0 || len >= c->max_T) {
+            free(ones), free(positions);
+            return len < 0 ? "decode: unknown sequence" : "decode: a sequence is at the end of the context";
+        }
+        ones[i] = 1, positions[i] = len;
+    }
+    kv_page_copy copies[64];
+    int n_copies = 0;
+    kv_status st = n <= 64 ? kv_append(&e->kv, seqs, ones, n, e->h_slots, copies, &n_copies) : KV_ERR_BAD_ARGUMENT;
+    free(ones);
+    if (st != KV_OK) {
+        free(positions);
+        return kv_status_string(st);
+    }
+    for (int i = 0; i < n_copies; ++i) /* copy-on-write of shared pages (forked sequences), every layer */
+        for (int l = 0; l < c->n_layer; ++l)
+            TRY(kv_copy_page(e->dtype, e->k_pool[l], e->v_pool[l], H, d, ENGINE_BLOCK_SIZE, copies[i].src_page,
+                             copies[i].dst_page, copies[i].n_tokens));
+    int max_pages = e->kv.max_pages_per_seq, lens[64];
+    for (int i = 0; i < n; ++i) {
+        lens[i] = kv_seq_len(&e->kv, seqs[i]);
+        const int *t = kv_block_table(&e->kv, seqs[i]);
+        for (int pg = 0; pg < max_pages; ++pg) e->h_tables[i * max_pages + pg] = pg < kv_pages_for(&e->kv, lens[i]) ? t[pg] : 0;
+    }
+    WB_CUDA_CHECK(cudaMemcpy(e->d_tokens, tokens, (size_t)n * 4, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(e->d_positions, positions, (size_t)n * 4, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(e->d_slots, e->h_slots, (size_t)n * 8, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(e->d_tables, e->h_tables, (size_t)n * max_pages * 4, cudaMemcpyHostToDevice));
+    WB_CUDA_CHECK(cudaMemcpy(e->d_lens, lens, (size_t)n * 4, cudaMemcpyHostToDevice));
+    free(positions);
+
+    if (e->profile || !e->use_graphs) {
+        TRY(decode_kernels(e, n));
+    } else {
+        if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
+        WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
+    }
+    WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    if (logits) logits_to_host(e, e->logits, n, logits);
+    return NULL;
+}
+
+void engine_release(gpt2_engine *e, int seq) { kv_free_seq(&e->kv, seq); }

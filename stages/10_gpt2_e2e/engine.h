@@ -1,0 +1,164 @@
+/**
+ * @file stages/10_gpt2_e2e/engine.h
+ * @brief GPT-2 on the GPU, assembled from the earlier stages' kernels: prefill
+ *        of several prompts, then batched greedy decode through the paged KV
+ *        cache.
+ *
+ * One forward of a block, and where each step comes from:
+ *
+ *     ln   = LayerNorm(x)                      stage 05 (v3)
+ *     qkv  = ln·W_qkv + b                      stage 04 (stage 03's GEMM + bias epilogue)
+ *     q, k, v split by head                    this stage
+ *     prefill: att = FlashAttention(q, k, v)   stage 06 (fp32: v3; fp16: v5, or v4 before sm_80)
+ *     K, V appended to the paged cache         stage 08 (append v2)
+ *     decode:  att = paged attention           stage 09 (v3, split-K)
+ *     x   += att·W_proj + b                    stage 04
+ *     ln   = LayerNorm(x)                      stage 05
+ *     x   += GELU(ln·W_fc + b)·W_fcproj + b    stage 04 (bias + GELU fused), stage 04
+ *
+ * then a final LayerNorm, logits = x·wteᵀ (stage 04 on a transposed copy of
+ * wte) and the argmax. A decode step has only a few rows: its linear layers
+ * use this stage's small-M kernel instead of a tiled GEMM (see kernels.h). Activations and matrices are stored in the chosen
+ * precision (fp32, or fp16 with fp32 accumulation); LayerNorm parameters and
+ * biases stay fp32.
+ */
+#ifndef STAGE10_ENGINE_H
+#define STAGE10_ENGINE_H
+
+#include <stdint.h>
+
+#include "block_manager.h"
+#include "dtype.h"
+#include "gpt2.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Tokens per KV page. */
+#define ENGINE_BLOCK_SIZE 16
+
+/** @brief Time spent per kind of kernel (filled when profiling is on; milliseconds). */
+typedef struct {
+    double layernorm;  /**< stage 05 */
+    double linear;     /**< stage 04: QKV, projection, MLP */
+    double attention;  /**< stage 06 (prefill) or 09 (decode), with the Q/K/V split and head merge */
+    double kv_append;  /**< stage 08 */
+    double lm_head;    /**< logits GEMM and argmax */
+    double other;      /**< embedding, residual adds */
+} engine_profile;
+
+/** @brief The model on the GPU, its KV cache and its scratch buffers. */
+typedef struct {
+    gpt2_config cfg;        /**< sizes */
+    wb_dtype dtype;         /**< storage of matrices, activations and the KV cache */
+    int max_seqs;           /**< sequences served at once */
+    int max_tokens;         /**< most rows one forward takes (Σ prompt lengths of a prefill) */
+    int vocab_padded;       /**< V rounded up to a multiple of 8: the LM head's columns (stage 03's tensor-core GEMM needs it) */
+    void *wte;                /**< [V][C] token embedding */
+    void *wpe;                /**< [max_T][C] position embedding */
+    void *wte_t;              /**< [C][vocab_padded] wte transposed for the LM head (zero columns past V) */
+    void **qkv_w;             /**< per layer: [C][3C] */
+    void **proj_w;            /**< per layer: [C][C] */
+    void **fc_w;              /**< per layer: [C][4C] */
+    void **fcproj_w;          /**< per layer: [4C][C] */
+    float **qkv_b;            /**< per layer, fp32 */
+    float **proj_b;           /**< per layer, fp32 */
+    float **fc_b;             /**< per layer, fp32 */
+    float **fcproj_b;         /**< per layer, fp32 */
+    float **ln1_w;            /**< per layer, fp32 */
+    float **ln1_b;            /**< per layer, fp32 */
+    float **ln2_w;            /**< per layer, fp32 */
+    float **ln2_b;            /**< per layer, fp32 */
+    float *lnf_w;             /**< final LayerNorm gain, fp32 */
+    float *lnf_b;             /**< final LayerNorm shift, fp32 */
+    kv_block_manager kv;      /**< stage 08's block manager: pages, tables, lengths (one for all layers) */
+    void **k_pool;            /**< per layer: [num_pages][H][block_size][d] */
+    void **v_pool;            /**< per layer: the same for V */
+    void *x;                  /**< [rows][C] the residual stream */
+    void *ln;                 /**< [rows][C] LayerNorm output */
+    void *qkv;                /**< [rows][3C] */
+    void *att;                /**< [rows][C] attention output */
+    void *tmp;                /**< [rows][C] a linear layer's output before the residual add */
+    void *hidden;             /**< [rows][4C] the MLP's hidden layer */
+    void *logits;             /**< [rows][vocab_padded] */
+    void *q_heads;            /**< [B][H][T][d] for stage 06 */
+    void *k_heads;            /**< the same for K */
+    void *v_heads;            /**< the same for V */
+    void *o_heads;            /**< stage 06's output */
+    void *q_rows;             /**< [rows][C] q for stage 09 */
+    void *k_rows;             /**< [rows][C] new K rows for stage 08's append */
+    void *v_rows;             /**< the same for V */
+    float *lse;               /**< stage 06's log-sum-exp (unused here) */
+    float *mean;              /**< stage 05's row means (unused here) */
+    float *rstd;              /**< stage 05's row rstd (unused here) */
+    float *small_m_workspace; /**< the decode-time linear's partial sums */
+    size_t small_m_floats;    /**< its size */
+    void *decode_workspace;   /**< stage 09's partitions */
+    size_t decode_workspace_bytes; /**< its size */
+    int *d_tokens;            /**< device: the forward's tokens */
+    int *d_positions;         /**< device: their positions */
+    int *d_next;              /**< device: argmax per row */
+    int *d_tables;            /**< device: block tables of the batch */
+    int *d_lens;              /**< device: lengths of the batch */
+    int64_t *d_slots;         /**< device: the slot mapping of a forward */
+    int *h_tables;            /**< host staging of block tables */
+    int64_t *h_slots;         /**< host staging of slots */
+    int linear_variant;       /**< index into stage 04's linear_variants */
+    int layernorm_variant;    /**< index into stage 05's layernorm_variants */
+    int attention_variant;    /**< index into stage 06's attention_variants */
+    int decode_variant;       /**< index into stage 09's decode_variants */
+    engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
+    int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
+    void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
+    int graph_n;              /**< the batch size it was captured for */
+} gpt2_engine;
+
+/**
+ * @brief Upload a model and allocate the cache for max_seqs sequences of up to
+ *        max_T tokens and forwards of up to max_tokens rows.
+ * @return NULL, or why not (a variant this GPU lacks, out of memory)
+ */
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int max_seqs, int max_tokens);
+
+/** @brief Free everything. */
+void engine_free(gpt2_engine *e);
+
+/**
+ * @brief Prefill: start sequences `seqs` with their prompts (concatenated in
+ *        `tokens`, lengths in `lens`), fill their KV cache, and return the
+ *        greedy next token of each in `next`.
+ * @param e      the engine
+ * @param n      sequences
+ * @param seqs   their ids (new)
+ * @param tokens the prompts, one after another
+ * @param lens   their lengths
+ * @param next   receives n tokens
+ * @param all_logits when not NULL, receives the logits of every prompt position ([Σ lens][V], host, fp32)
+ * @return NULL, or why not (too many tokens, a full pool, an unknown sequence)
+ */
+const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *tokens, const int *lens, int *next,
+                           float *all_logits);
+
+/**
+ * @brief One decode step: each sequence in `seqs` takes its token from
+ *        `tokens` (at the next position), attends through the paged cache, and
+ *        gets its greedy next token in `next`.
+ * @param e      the engine
+ * @param n      sequences
+ * @param seqs   their ids (live)
+ * @param tokens one token each
+ * @param next   receives n tokens
+ * @param logits when not NULL, receives the step's logits ([n][V], host, fp32)
+ */
+const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tokens, int *next, float *logits);
+
+/** @brief End a sequence: its pages go back to the pool. */
+void engine_release(gpt2_engine *e, int seq);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STAGE10_ENGINE_H */

@@ -1,0 +1,504 @@
+/**
+ * @file stages/10_gpt2_e2e/main.c
+ * @brief Stage 10 host program: GPT-2 greedy generation on the GPU from the
+ *        earlier stages' kernels; --check against the CPU reference, --bench
+ *        for tokens per second.
+ */
+/** @brief clock_gettime() is POSIX, not C11. */
+#define _POSIX_C_SOURCE 199309L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "args.h"
+#include "compare.h"
+#include "cuda_check.h"
+#include "device.h"
+#include "engine.h"
+#include "gpt2.h"
+#include "model.h"
+#include "report.h"
+#include "rng.h"
+#include "tokenizer.h"
+
+/** The two paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80). */
+static const char *const variant_ids[] = {"v1", "v2", NULL};
+static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
+                                           "fp16 storage, tensor cores, fp32 accumulation"};
+
+/** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
+static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
+
+/** Hugging Face transformers (eager, PyTorch 2.11) on the same H100: the peer figures, tokens/s. */
+#define PEER_DECODE_B1_FP32 112.0
+/** @brief The peer's prefill, B8 x T1024, fp32, tokens/s. */
+#define PEER_PREFILL_FP32 138000.0
+/** @brief The same in fp16. */
+#define PEER_PREFILL_FP16 492000.0
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+/** "464,2068,…" → ids; 0 on success, else a message. */
+static const char *parse_ids(const char *s, int **ids, int *n)
+{
+    *n = 0;
+    *ids = malloc((strlen(s) / 2 + 2) * sizeof(int));
+    for (const char *p = s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 100000000) return "--prompt-ids wants comma-separated non-negative integers";
+        (*ids)[(*n)++] = (int)v;
+        p = end;
+        if (*p == ',') ++p;
+        else if (*p) return "--prompt-ids wants comma-separated non-negative integers";
+    }
+    return *n ? NULL : "--prompt-ids is empty";
+}
+
+/* ---------------------------------------------------------------- --check */
+
+/** Compare and print one check; returns 1 when it failed. */
+static int report_check(const char *what, wb_compare_result r)
+{
+    printf("  %-58s worst %.3g (%.2f of tol) %s\n", what, r.max_abs_err, r.worst_frac, r.ok ? "ok" : "FAIL");
+    return !r.ok;
+}
+
+/**
+ * The checks of one precision on one model: (1) prefill logits at every
+ * position against the CPU reference, for prompts of several lengths served
+ * together; (2) decode steps through the paged cache against the CPU
+ * reference's cached step, and (fp32) the greedy tokens; (3) decode against
+ * recomputing the whole sequence with prefill; (4) the batch against each
+ * sequence decoded alone.
+ */
+static int check_model(const gpt2_model *m, wb_dtype dtype, int full_size, int *checks)
+{
+    const gpt2_config *c = &m->cfg;
+    int V = c->vocab, failed = 0;
+    wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
+    gpt2_engine e;
+    const char *why = engine_init(&e, m, dtype, 8, 3 * c->max_T);
+    printf("%s model (V %d, L %d, H %d, C %d), %s:\n", full_size ? "full-size random" : "tiny random", V, c->n_layer,
+           c->n_head, c->C, wb_dtype_name(dtype));
+    if (why) {
+        printf("  skipped: %s\n", why);
+        return 0;
+    }
+    enum { N_PROMPTS = 3, STEPS = 6 };
+    int lens[N_PROMPTS] = {full_size ? 8 : 1, full_size ? 5 : 17, full_size ? 3 : c->max_T / 2}, seqs[N_PROMPTS] = {0, 1, 2};
+    int total = lens[0] + lens[1] + lens[2];
+    int *tokens = malloc((size_t)(total + N_PROMPTS * STEPS) * sizeof(int));
+    wb_rng r;
+    wb_rng_seed(&r, 77);
+    for (int i = 0; i < total; ++i) tokens[i] = wb_rng_int(&r, 0, V - 1);
+    float *gpu = malloc((size_t)total * V * 4), *ref = malloc((size_t)c->max_T * V * 4);
+    int next[N_PROMPTS], next_alone[N_PROMPTS];
+    char what[128];
+
+    /* (1) prefill of three prompts together: every position against the reference's full forward */
+    why = engine_prefill(&e, N_PROMPTS, seqs, tokens, lens, next, gpu);
+    if (why) {
+        printf("  prefill: %s\n", why);
+        failed++;
+        goto done;
+    }
+    for (int i = 0, off = 0; i < N_PROMPTS; off += lens[i++]) {
+        ref_gpt2_forward(c, &m->w, tokens + off, lens[i], ref);
+        snprintf(what, sizeof what, "prefill logits, prompt of %d tokens, every position", lens[i]);
+        failed += report_check(what, wb_compare_f32(gpu + (size_t)off * V, ref, (size_t)lens[i] * V, tol, what, 3));
+        ++*checks;
+    }
+
+    /* (2) decode: the three sequences together, against the reference's cached step; greedy tokens (fp32) */
+    ref_gpt2_cache caches[N_PROMPTS];
+    float *step_ref = malloc((size_t)V * 4), *step_gpu = malloc((size_t)N_PROMPTS * V * 4);
+    int cur[N_PROMPTS], generated[N_PROMPTS][STEPS], greedy_same = 1, greedy_compared = 0;
+    for (int i = 0, off = 0; i < N_PROMPTS; off += lens[i++]) {
+        ref_gpt2_cache_init(&caches[i], c);
+        for (int t = 0; t < lens[i]; ++t) ref_gpt2_step(c, &m->w, &caches[i], tokens[off + t], step_ref);
+        cur[i] = next[i];
+    }
+    double worst_frac = 0;
+    int decode_ok = 1;
+    for (int s = 0; s < STEPS; ++s) {
+        int nxt[N_PROMPTS];
+        why = engine_decode(&e, N_PROMPTS, seqs, cur, nxt, step_gpu);
+        if (why) {
+            printf("  decode: %s\n", why);
+            failed++;
+            goto done;
+        }
+        for (int i = 0; i < N_PROMPTS; ++i) {
+            ref_gpt2_step(c, &m->w, &caches[i], cur[i], step_ref);
+            wb_compare_result cr = wb_compare_f32(step_gpu + (size_t)i * V, step_ref, (size_t)V, tol, "decode logits", 3);
+            decode_ok &= cr.ok;
+            worst_frac = fmax(worst_frac, cr.worst_frac);
+            /* the reference's greedy token, unless its top two are closer than the tolerance (a tie either way) */
+            int best = 0, second = -1;
+            for (int v = 1; v < V; ++v)
+                if (step_ref[v] > step_ref[best]) second = best, best = v;
+                else if (second < 0 || step_ref[v] > step_ref[second]) second = v;
+            if (step_ref[best] - step_ref[second] > 2 * (tol.atol + tol.rtol * fabs(step_ref[best]))) {
+                greedy_compared++;
+                greedy_same &= nxt[i] == best;
+            }
+            generated[i][s] = cur[i];
+            cur[i] = nxt[i];
+        }
+    }
+    printf("  %-58s worst %.2f of tol %s\n", "decode logits through the paged cache, 3 sequences x 6", worst_frac,
+           decode_ok ? "ok" : "FAIL");
+    failed += !decode_ok, ++*checks;
+    if (dtype == WB_F32) {
+        printf("  %-58s %d of %d compared %s\n", "greedy tokens equal the reference's", greedy_compared,
+               N_PROMPTS * STEPS, greedy_same ? "ok" : "FAIL");
+        failed += !greedy_same, ++*checks;
+    }
+
+    /* (3) decode equals recomputing: prefill prompt + generated tokens, last position's logits */
+    for (int i = 0; i < N_PROMPTS; ++i) engine_release(&e, seqs[i]);
+    {
+        int i = 1, off = lens[0], n_all = lens[1] + STEPS;
+        int *all = malloc((size_t)n_all * sizeof(int));
+        memcpy(all, tokens + off, (size_t)lens[1] * sizeof(int));
+        for (int s = 0; s < STEPS; ++s) all[lens[1] + s] = generated[i][s]; /* the tokens fed at each step */
+        float *recomputed = malloc((size_t)n_all * V * 4);
+        int one_next, seq = 5;
+        why = engine_prefill(&e, 1, &seq, all, &n_all, &one_next, recomputed);
+        engine_release(&e, seq);
+        if (!why) {
+            /* step_gpu holds the last step's logits: sequence 1 after its token at position lens[1] + STEPS − 1 */
+            wb_compare_result cr = wb_compare_f32(step_gpu + (size_t)i * V, recomputed + (size_t)(n_all - 1) * V,
+                                                  (size_t)V, tol, "decode vs recompute", 3);
+            failed += report_check("paged decode equals recomputing the sequence (prefill)", cr), ++*checks;
+        } else {
+            printf("  recompute: %s\n", why);
+            failed++;
+        }
+        free(all), free(recomputed);
+    }
+
+    /* (4) the batch equals each sequence alone: same prompts, decoded one at a time */
+    {
+        int same = 1;
+        for (int i = 0, off = 0; i < N_PROMPTS; off += lens[i++]) {
+            int seq = 6, tok, nx;
+            why = engine_prefill(&e, 1, &seq, tokens + off, &lens[i], &next_alone[i], NULL);
+            tok = next_alone[i];
+            for (int s = 0; !why && s < STEPS; ++s) {
+                same &= tok == generated[i][s];
+                why = engine_decode(&e, 1, &seq, &tok, &nx, NULL);
+                tok = nx;
+            }
+            engine_release(&e, seq);
+            if (why) break;
+        }
+        printf("  %-58s %s\n", "batched decode equals each sequence alone (tokens)", !why && same ? "ok" : "FAIL");
+        failed += why || !same, ++*checks;
+    }
+    for (int i = 0; i < N_PROMPTS; ++i) ref_gpt2_cache_free(&caches[i]);
+    free(step_ref), free(step_gpu);
+done:
+    free(tokens), free(gpu), free(ref);
+    engine_free(&e);
+    return failed;
+}
+
+/* ---------------------------------------------------------------- --bench */
+
+/** Median of a few repetitions of fn, ms. */
+static double time_prefill(gpt2_engine *e, int B, int T, const int *tokens, int reps)
+{
+    int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *next = malloc((size_t)B * 4);
+    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = T;
+    double best = INFINITY;
+    for (int r = 0; r < reps + 1; ++r) {
+        WB_CUDA_CHECK(cudaDeviceSynchronize());
+        double t0 = now_ms();
+        const char *why = engine_prefill(e, B, seqs, tokens, lens, next, NULL);
+        WB_CUDA_CHECK(cudaDeviceSynchronize());
+        double t = now_ms() - t0;
+        for (int b = 0; b < B; ++b) engine_release(e, b);
+        if (why) {
+            fprintf(stderr, "prefill: %s\n", why);
+            return NAN;
+        }
+        if (r > 0 && t < best) best = t; /* the first run warms up */
+    }
+    free(seqs), free(lens), free(next);
+    return best;
+}
+
+/** Decode `steps` tokens for B sequences after a `prompt`-token prefill; ms per step. `prof`: profile the steps. */
+static double time_decode(gpt2_engine *e, int B, int prompt, int steps, const int *tokens, engine_profile *prof)
+{
+    int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4), *nx = malloc((size_t)B * 4);
+    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
+    const char *why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
+    double t = NAN;
+    if (!why) {
+        WB_CUDA_CHECK(cudaDeviceSynchronize());
+        e->profile = prof;
+        double t0 = now_ms();
+        for (int s = 0; s < steps && !why; ++s) {
+            why = engine_decode(e, B, seqs, cur, nx, NULL);
+            memcpy(cur, nx, (size_t)B * 4);
+        }
+        WB_CUDA_CHECK(cudaDeviceSynchronize());
+        t = (now_ms() - t0) / steps;
+        e->profile = NULL;
+    }
+    if (why) fprintf(stderr, "decode: %s\n", why);
+    for (int b = 0; b < B; ++b) engine_release(e, b);
+    free(seqs), free(lens), free(cur), free(nx);
+    return why ? NAN : t;
+}
+
+static void add_row(wb_report *rep, const char *problem, const char *size, int v, double ms, double tokens,
+                    double peer)
+{
+    wb_row row = {.problem = problem, .size = size, .variant = variant_ids[v], .what = variant_what[v],
+                  .unit = "tok/s", .roof = peer, .ok = 1};
+    row.status = isnan(ms) ? WB_ROW_REJECTED : WB_ROW_RAN;
+    row.note = "failed";
+    row.time.median_ms = row.time.min_ms = row.time.max_ms = ms;
+    row.throughput = tokens / (ms * 1e-3);
+    wb_report_add(rep, &row);
+}
+
+static void print_profile(const char *what, const engine_profile *p)
+{
+    double total = p->layernorm + p->linear + p->attention + p->kv_append + p->lm_head + p->other;
+    printf("  %-30s total %8.3f ms: linear %4.1f%%, attention %4.1f%%, LM head %4.1f%%, LayerNorm %4.1f%%, "
+           "KV append %4.1f%%, other %4.1f%%\n",
+           what, total, 100 * p->linear / total, 100 * p->attention / total, 100 * p->lm_head / total,
+           100 * p->layernorm / total, 100 * p->kv_append / total, 100 * p->other / total);
+}
+
+static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts *opt)
+{
+    wb_report rep;
+    wb_report_begin(&rep, "stage10", dev->name, stdout);
+    enum { PB = 8, PT = 1024, PROMPT = 128, STEPS = 128 };
+    const gpt2_config *c = &m->cfg;
+    int T = PT < c->max_T ? PT : c->max_T;
+    int *tokens = malloc((size_t)PB * T * sizeof(int));
+    wb_rng r;
+    wb_rng_seed(&r, (uint64_t)opt->seed);
+    for (int i = 0; i < PB * T; ++i) tokens[i] = wb_rng_int(&r, 0, c->vocab - 1);
+    char size[64];
+    for (int v = 0; v < 2; ++v) {
+        if (opt->variant >= 0 && opt->variant != v) continue;
+        wb_dtype dtype = v ? WB_F16 : WB_F32;
+        gpt2_engine e;
+        const char *why = engine_init(&e, m, dtype, PB, PB * T);
+        if (why) {
+            printf("%s: %s\n", variant_ids[v], why);
+            continue;
+        }
+        snprintf(size, sizeof size, "B%d x T%d", PB, T);
+        double ms = time_prefill(&e, PB, T, tokens, 3);
+        add_row(&rep, "prefill, tokens per second", size, v, ms, (double)PB * T, v ? PEER_PREFILL_FP16 : PEER_PREFILL_FP32);
+        int prompt = PROMPT < c->max_T / 2 ? PROMPT : c->max_T / 2, steps = STEPS < c->max_T - prompt ? STEPS : c->max_T - prompt - 1;
+        snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
+        e.use_graphs = 0;
+        ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
+        add_row(&rep, "greedy decode, batch 1, kernel by kernel", size, v, ms, 1.0, v ? 0.0 : PEER_DECODE_B1_FP32);
+        e.use_graphs = 1;
+        ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
+        add_row(&rep, "greedy decode, batch 1, CUDA graph", size, v, ms, 1.0, v ? 0.0 : PEER_DECODE_B1_FP32);
+        snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
+        ms = time_decode(&e, PB, prompt, steps, tokens, NULL);
+        add_row(&rep, "greedy decode, batch 8, CUDA graph", size, v, ms, (double)PB, 0.0);
+        /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
+        engine_profile pp = {0}, pd = {0};
+        e.profile = &pp;
+        time_prefill(&e, PB, T, tokens, 1);
+        pp.layernorm /= 2, pp.linear /= 2, pp.attention /= 2, pp.kv_append /= 2, pp.lm_head /= 2, pp.other /= 2;
+        e.profile = NULL;
+        time_decode(&e, 1, prompt, 8, tokens, &pd);
+        printf("%s, where the time goes (each kind of kernel synchronised, so launch gaps are charged too):\n",
+               variant_ids[v]);
+        print_profile("prefill B8 x T1024", &pp);
+        print_profile("decode batch 1, 8 steps", &pd);
+        engine_free(&e);
+    }
+    free(tokens);
+    return wb_report_finish(&rep, opt->csv);
+}
+
+/* ---------------------------------------------------------------- main */
+
+/** @brief Parse arguments, read the weights and tokenizer (errors: exit 2), open the GPU (or exit 77), then run. */
+int main(int argc, char **argv)
+{
+    long long steps = 32, batch = 1, heads = 0;
+    int fp16 = 0, bench_flag = 0;
+    const char *weights = NULL, *prompt = NULL, *prompt_ids = NULL, *vocab = NULL, *merges = NULL;
+    const wb_option extra[] = {
+        {"--weights", "FILE", "a GPT-2 model.safetensors (default: random weights of the 124M shape)", WB_OPT_STRING, &weights, 0, 0, 0, NULL},
+        {"--heads", "H", "attention heads (default C/64, as every GPT-2 size)", WB_OPT_INT, &heads, 1, 1, 4096, NULL},
+        {"--prompt", "TEXT", "the prompt, with --vocab and --merges", WB_OPT_STRING, &prompt, 0, 0, 0, NULL},
+        {"--vocab", "FILE", "GPT-2's vocab.json", WB_OPT_STRING, &vocab, 0, 0, 0, NULL},
+        {"--merges", "FILE", "GPT-2's merges.txt", WB_OPT_STRING, &merges, 0, 0, 0, NULL},
+        {"--prompt-ids", "IDS", "the prompt as token ids: 464,2068,... (default: 464,2068,7586,21831)", WB_OPT_STRING, &prompt_ids, 0, 0, 0, NULL},
+        {"--steps", "N", "tokens to generate (default 32)", WB_OPT_INT, &steps, 1, 1, 1 << 20, NULL},
+        {"--batch", "B", "sequences served together: the prompt cut to B different lengths (default 1)", WB_OPT_INT, &batch, 1, 1, 64, NULL},
+        {"--fp16", NULL, "fp16 storage (the v2 path)", WB_OPT_FLAG, &fp16, 0, 0, 0, NULL},
+        {"--bench", NULL, "tokens per second: prefill B8 x T1024 and greedy decode", WB_OPT_FLAG, &bench_flag, 0, 0, 0, NULL},
+    };
+    const wb_program prog = {"stage10_gpt2_e2e", "Stage 10: GPT-2 end to end (prefill + paged greedy decode) from the "
+                             "earlier stages' kernels.", variant_ids};
+    wb_common_opts opt;
+    wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 10);
+    if (prompt && (!vocab || !merges)) {
+        fprintf(stderr, "%s: --prompt needs --vocab and --merges (or give --prompt-ids)\nTry '%s --help'.\n", prog.name, prog.name);
+        return WB_EXIT_USAGE;
+    }
+    if (prompt && prompt_ids) {
+        fprintf(stderr, "%s: give --prompt or --prompt-ids, not both\nTry '%s --help'.\n", prog.name, prog.name);
+        return WB_EXIT_USAGE;
+    }
+    int *ids = NULL, n_ids = 0;
+    if (!prompt) {
+        const char *why = parse_ids(prompt_ids ? prompt_ids : "464,2068,7586,21831", &ids, &n_ids);
+        if (why) {
+            fprintf(stderr, "%s: %s, got '%s'\nTry '%s --help'.\n", prog.name, why, prompt_ids, prog.name);
+            return WB_EXIT_USAGE;
+        }
+    }
+    /* the weights and the tokenizer are read before any CUDA call: a bad file is a usage error (exit 2) on any machine */
+    gpt2_model model;
+    memset(&model, 0, sizeof model);
+    char err[512];
+    if (weights) {
+        if (gpt2_model_load(weights, (int)heads, &model, err, sizeof err)) {
+            fprintf(stderr, "%s: --weights %s: %s\n", prog.name, weights, err);
+            return WB_EXIT_USAGE;
+        }
+    } else if (!opt.check) {
+        gpt2_config cfg = gpt2_config_124m();
+        if (heads) cfg.n_head = (int)heads;
+        if (cfg.C % cfg.n_head) {
+            fprintf(stderr, "%s: --heads %lld does not divide C = %d\n", prog.name, heads, cfg.C);
+            return WB_EXIT_USAGE;
+        }
+        gpt2_model_random(&model, &cfg, (uint64_t)opt.seed);
+    }
+    gpt2_tokenizer *tok = NULL;
+    if (vocab || merges) {
+        if (!vocab || !merges) {
+            fprintf(stderr, "%s: --vocab and --merges go together\nTry '%s --help'.\n", prog.name, prog.name);
+            return WB_EXIT_USAGE;
+        }
+        tok = tok_load(vocab, merges, err, sizeof err);
+        if (!tok) {
+            fprintf(stderr, "%s: %s\n", prog.name, err);
+            return WB_EXIT_USAGE;
+        }
+    }
+    if (prompt) {
+        n_ids = tok_encode(tok, prompt, strlen(prompt), NULL, 0);
+        ids = malloc((size_t)(n_ids > 0 ? n_ids : 1) * sizeof(int));
+        if (n_ids <= 0 || tok_encode(tok, prompt, strlen(prompt), ids, n_ids) != n_ids) {
+            fprintf(stderr, "%s: --prompt does not encode with this vocabulary\n", prog.name);
+            return WB_EXIT_USAGE;
+        }
+    }
+    if (!opt.check) {
+        for (int i = 0; i < n_ids; ++i)
+            if (ids[i] >= model.cfg.vocab) {
+                fprintf(stderr, "%s: token id %d is outside the model's vocabulary (%d)\n", prog.name, ids[i], model.cfg.vocab);
+                return WB_EXIT_USAGE;
+            }
+        if (n_ids + steps > model.cfg.max_T) {
+            fprintf(stderr, "%s: prompt (%d tokens) + --steps %lld exceeds the context of %d\n", prog.name, n_ids, steps,
+                    model.cfg.max_T);
+            return WB_EXIT_USAGE;
+        }
+    }
+
+    wb_device dev;
+    wb_device_open_or_skip(&dev, prog.name);
+    int ok = 1;
+    if (opt.check) {
+        int checks = 0, failed = 0;
+        gpt2_config tiny = {300, 64, 2, 2, 128};
+        gpt2_model m;
+        gpt2_model_random(&m, &tiny, (uint64_t)opt.seed);
+        for (int v = 0; v < 2; ++v)
+            if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v ? WB_F16 : WB_F32, 0, &checks);
+        gpt2_model_free(&m);
+        if (opt.check_max >= 100000000) { /* the full-size random model (skipped under the sanitizers) */
+            gpt2_config full = gpt2_config_124m();
+            gpt2_model_random(&m, &full, (uint64_t)opt.seed + 1);
+            for (int v = 0; v < 2; ++v)
+                if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v ? WB_F16 : WB_F32, 1, &checks);
+            gpt2_model_free(&m);
+        }
+        printf("stage10 --check: %d checks, %d failed\n", checks, failed);
+        ok = failed == 0 && checks > 0;
+    } else if (bench_flag) {
+        printf("stage10_gpt2_e2e --bench: %s\n", weights ? weights : "random weights of the 124M shape (no --weights given)");
+        wb_device_print(&dev, stdout);
+        ok = bench(&dev, &model, &opt);
+    } else {
+        wb_dtype dtype = fp16 || opt.variant == 1 ? WB_F16 : WB_F32;
+        printf("GPT-2 (%s): V %d, context %d, %d layers, %d heads, C %d, %s\n",
+               weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model.cfg.vocab,
+               model.cfg.max_T, model.cfg.n_layer, model.cfg.n_head, model.cfg.C, wb_dtype_name(dtype));
+        gpt2_engine e;
+        const char *why = engine_init(&e, &model, dtype, (int)batch, (int)(batch * n_ids));
+        int B = (int)batch, *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
+        int *nx = malloc((size_t)B * 4), *all = malloc((size_t)B * n_ids * 4), total = 0;
+        int **out = malloc((size_t)B * sizeof(int *));
+        for (int b = 0; b < B; ++b) { /* sequence b: the prompt's first n_ids − b tokens (at least one) */
+            seqs[b] = b, lens[b] = n_ids - b > 0 ? n_ids - b : 1;
+            memcpy(all + total, ids, (size_t)lens[b] * 4);
+            total += lens[b];
+            out[b] = malloc((size_t)steps * 4);
+        }
+        double t0 = now_ms();
+        if (!why) why = engine_prefill(&e, B, seqs, all, lens, cur, NULL);
+        double t1 = now_ms();
+        for (int s = 0; !why && s < steps; ++s) {
+            for (int b = 0; b < B; ++b) out[b][s] = cur[b];
+            if (s + 1 < steps) why = engine_decode(&e, B, seqs, cur, nx, NULL), memcpy(cur, nx, (size_t)B * 4);
+        }
+        double t2 = now_ms();
+        if (why) {
+            fprintf(stderr, "%s: %s\n", prog.name, why);
+            ok = 0;
+        } else {
+            for (int b = 0; b < B; ++b) {
+                printf("sequence %d (%d prompt tokens):", b, lens[b]);
+                for (int s = 0; s < steps; ++s) printf(" %d", out[b][s]);
+                printf("\n");
+                if (tok) {
+                    char text[8192];
+                    long n = tok_decode(tok, out[b], (int)steps, text, sizeof text - 1);
+                    if (n >= 0) printf("  text: %.*s\n", (int)(n < 8191 ? n : 8191), text);
+                }
+            }
+            printf("prefill %.2f ms; decode %.1f tokens/s per sequence (%d sequences)\n", t1 - t0,
+                   steps > 1 ? (steps - 1) / ((t2 - t1) * 1e-3) : 0.0, B);
+        }
+        for (int b = 0; b < B; ++b) free(out[b]);
+        free(out), free(seqs), free(lens), free(cur), free(nx), free(all);
+        engine_free(&e);
+    }
+    gpt2_model_free(&model);
+    tok_free(tok);
+    free(ids);
+    wb_device_close(&dev);
+    return ok ? 0 : 1;
+}
