@@ -55,7 +55,7 @@ typedef struct {
 static const char *run_copy(void *ctx)
 {
     copy_job *job = (copy_job *)ctx;
-    WB_CUDA_CHECK(cudaMemcpyAsync(job->dst, job->src, job->bytes, cudaMemcpyDeviceToDevice, 0));
+    WB_CUDA_CHECK(cudaMemcpyAsync(job->dst, job->src, job->bytes, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
     return NULL;
 }
 

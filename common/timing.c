@@ -25,9 +25,9 @@ const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warm
     WB_CUDA_CHECK(cudaEventCreate(&start));
     WB_CUDA_CHECK(cudaEventCreate(&stop));
     for (int i = 0; i < warmup; ++i) {
-        WB_CUDA_CHECK(cudaEventRecord(start, 0));
+        WB_CUDA_CHECK(cudaEventRecord(start, cudaStreamPerThread));
         const char *why = fn(ctx);
-        WB_CUDA_CHECK(cudaEventRecord(stop, 0));
+        WB_CUDA_CHECK(cudaEventRecord(stop, cudaStreamPerThread));
         WB_CUDA_CHECK(cudaEventSynchronize(stop));
         if (why) {
             WB_CUDA_CHECK(cudaEventDestroy(start));
@@ -46,10 +46,10 @@ const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warm
     const char *why = NULL;
     for (int i = 0; i < runs && !why; ++i) {
         if (dev && dev->l2_flush)
-            WB_CUDA_CHECK(cudaMemsetAsync(dev->l2_flush, i & 0xff, dev->l2_flush_bytes, 0));
-        WB_CUDA_CHECK(cudaEventRecord(start, 0));
+            WB_CUDA_CHECK(cudaMemsetAsync(dev->l2_flush, i & 0xff, dev->l2_flush_bytes, cudaStreamPerThread));
+        WB_CUDA_CHECK(cudaEventRecord(start, cudaStreamPerThread));
         why = fn(ctx);
-        WB_CUDA_CHECK(cudaEventRecord(stop, 0));
+        WB_CUDA_CHECK(cudaEventRecord(stop, cudaStreamPerThread));
         WB_CUDA_CHECK(cudaEventSynchronize(stop));
         float t = 0.0f;
         WB_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));

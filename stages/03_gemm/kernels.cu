@@ -486,6 +486,7 @@ static cublasHandle_t cublas(void)
 {
     if (!handle) {
         WB_CUBLAS_CHECK(cublasCreate(&handle));
+        WB_CUBLAS_CHECK(cublasSetStream(handle, cudaStreamPerThread)); /* the stream every kernel and the timer use */
         /* pedantic: no TF32 or other reduced-precision shortcuts for fp32 */
         WB_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH));
     }

@@ -175,6 +175,7 @@ static void handles(void)
 {
     if (blas) return;
     WB_CUBLAS_CHECK(cublasCreate(&blas));
+    WB_CUBLAS_CHECK(cublasSetStream(blas, cudaStreamPerThread)); /* the stream every kernel and the timer use */
     WB_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH)); /* no TF32 */
     WB_CUBLAS_CHECK(cublasLtCreate(&lt));
     WB_CUDA_CHECK(cudaMalloc(&lt_workspace, LT_WORKSPACE_BYTES));
@@ -299,7 +300,7 @@ static const char *peer_cublaslt(const linear_args *a, wb_dtype dtype)
     }
     const float one = 1.0f, zero = 0.0f;
     WB_CUBLAS_CHECK(cublasLtMatmul(lt, p->op, &one, a->W, p->w, a->X, p->x, &zero, a->Y, p->y, a->Y, p->y, &p->algo,
-                                   lt_workspace, LT_WORKSPACE_BYTES, 0));
+                                   lt_workspace, LT_WORKSPACE_BYTES, cudaStreamPerThread));
     return NULL;
 }
 

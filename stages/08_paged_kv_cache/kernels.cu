@@ -200,7 +200,7 @@ const char *kv_copy_page(wb_dtype dtype, void *k_pool, void *v_pool, int H, int 
     for (int p = 0; p < 2; ++p) {
         char *pool = (char *)(p ? v_pool : k_pool);
         WB_CUDA_CHECK(cudaMemcpy2DAsync(pool + (size_t)dst_page * H * run, run, pool + (size_t)src_page * H * run, run,
-                                        (size_t)n_tokens * d * es, (size_t)H, cudaMemcpyDeviceToDevice, 0));
+                                        (size_t)n_tokens * d * es, (size_t)H, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
     }
     return NULL;
 }

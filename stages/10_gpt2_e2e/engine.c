@@ -346,7 +346,7 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
         for (int i = 0, off = 0; i < n; off += lens[i++])
             WB_CUDA_CHECK(cudaMemcpyAsync(row_ptr(e, e->tmp, (size_t)i, (size_t)C),
                                           row_ptr(e, e->ln, (size_t)(off + lens[i] - 1), (size_t)C), (size_t)C * es,
-                                          cudaMemcpyDeviceToDevice, 0));
+                                          cudaMemcpyDeviceToDevice, cudaStreamPerThread));
         TRY(linear(e, e->tmp, e->wte_t, NULL, e->logits, n, e->vocab_padded, C, GELU_NONE));
         TRY(gpt2_argmax(e->dtype, e->logits, n, V, e->vocab_padded, e->d_next));
         WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
@@ -401,8 +401,8 @@ static const char *decode_kernels(gpt2_engine *e, int n)
  * 12·11 + 4 small kernels; launched one by one, each costs the CPU a few
  * microseconds and leaves the GPU a gap. A graph is launched with one call and
  * its kernels follow each other without the host. (The kernels go to the
- * per-thread default stream, which can be captured: the stages' kernel
- * libraries are built with --default-stream per-thread.)
+ * per-thread default stream, which can be captured: the workbook is built with
+ * --default-stream per-thread.)
  */
 static const char *capture_decode(gpt2_engine *e, int n)
 {
