@@ -81,6 +81,45 @@ static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[4], floa
     out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
 }
 
+/** @brief Most partitions one row may have (the merge keeps their weights in shared memory). */
+#define MAX_PARTITIONS 1024
+
+/**
+ * @brief v3's merge of a query row's partitions. Partition p saw max m_p, sum
+ *        l_p and unnormalised output o_p; with M = max m_p,
+ *        O = Σ 2^(m_p − M)·o_p / Σ 2^(m_p − M)·l_p — stage 05's merge of two
+ *        online-softmax states, over all partitions at once. The partials were
+ *        written by other blocks: read through L2 (__ldcg), not a stale L1.
+ */
+template <typename T, int D>
+static __device__ void merge_partitions(const float *m, const float *l, const float *po, T *o, int n_parts)
+{
+    __shared__ float weight[MAX_PARTITIONS], red_m[DECODE_WARPS], red_l[DECODE_WARPS];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float mx = -INFINITY; /* M = max m_p: each thread a strided share, then the warps, then the block */
+    for (int p = threadIdx.x; p < n_parts; p += blockDim.x) weight[p] = __ldcg(m + p), mx = fmaxf(mx, weight[p]);
+    for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0) red_m[warp] = mx;
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < DECODE_WARPS; ++w) M = fmaxf(M, red_m[w]);
+    float base = M == -INFINITY ? 0.0f : M, ls = 0.0f;
+    for (int p = threadIdx.x; p < n_parts; p += blockDim.x) { /* the weights 2^(m_p − M), and L */
+        weight[p] = exp2f(weight[p] - base);
+        ls += weight[p] * __ldcg(l + p);
+    }
+    for (int off = 16; off > 0; off /= 2) ls += __shfl_xor_sync(0xffffffffu, ls, off);
+    if (lane == 0) red_l[warp] = ls;
+    __syncthreads();
+    float L = 0.0f;
+    for (int w = 0; w < DECODE_WARPS; ++w) L += red_l[w];
+    for (int e = threadIdx.x; e < D; e += blockDim.x) { /* O: the partitions' loads are independent, in flight together */
+        float sum = 0.0f;
+        for (int p = 0; p < n_parts; ++p) sum += weight[p] * __ldcg(po + (long long)p * D + e);
+        store(o, e, sum / L);
+    }
+}
+
 /**
  * @brief Attention of one query row (sequence b = blockIdx.z, query head
  *        blockIdx.y) over the context tokens of partition blockIdx.x.
@@ -95,14 +134,14 @@ static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[4], floa
  *
  * Warps take tiles of tokens in turn and keep their own online softmax (m, l,
  * o); at the end the block merges its warps' results. With one partition the
- * block writes O; with several (v3) it writes its partial m, l, o for
- * paged_decode_merge.
+ * block writes O; with several (v3) it writes its partial m, l, o, and the
+ * row's last block to finish merges them (merge_partitions).
  */
 template <typename T, int D, class Rows>
 __global__ void __launch_bounds__(DECODE_WARPS * 32)
     paged_decode_partition(const T *q, const T *k_pool, const T *v_pool, Rows rows, const int *lens, T *o,
-                           float *part_m, float *part_l, float *part_o, int Hq, int Hkv, int partition_tokens,
-                           int max_parts, float scale_log2)
+                           float *part_m, float *part_l, float *part_o, int *counters, int Hq, int Hkv,
+                           int partition_tokens, int max_parts, float scale_log2)
 {
     constexpr int EP = Vec16<T>::N, CHUNKS = D / EP, TOKENS_PER_PASS = 32 / CHUNKS;
     constexpr int TILE = DECODE_PASSES * TOKENS_PER_PASS;
@@ -200,33 +239,26 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
         else
             store(o, row * D + e, sum / L);
     }
-    if (part_o && threadIdx.x == 0) part_m[row * max_parts + part] = M, part_l[row * max_parts + part] = L;
+    if (!part_o) return;
+    if (threadIdx.x == 0) part_m[row * max_parts + part] = M, part_l[row * max_parts + part] = L;
+
+    /* v3: the last of the row's partition blocks to finish merges them all (no second kernel). Each block
+     * makes its partials visible to the whole GPU, then counts itself in; the block that brings the count
+     * to n_parts knows every other partial is written, merges, and sets the count back to 0. */
+    __shared__ int is_last;
+    __threadfence();
+    __syncthreads();
+    int n_parts = (len + partition_tokens - 1) / partition_tokens;
+    if (threadIdx.x == 0) {
+        is_last = atomicAdd(&counters[row], 1) == n_parts - 1;
+        if (is_last) counters[row] = 0;
+    }
+    __syncthreads();
+    if (!is_last) return;
+    merge_partitions<T, D>(part_m + row * max_parts, part_l + row * max_parts, part_o + row * max_parts * D,
+                           o + row * D, n_parts);
 }
 
-/**
- * @brief v3's second kernel: merge a query row's partitions. Partition p saw
- *        max m_p, sum l_p and unnormalised output o_p; with M = max m_p,
- *        O = Σ 2^(m_p − M)·o_p / Σ 2^(m_p − M)·l_p — stage 05's merge of two
- *        online-softmax states, over all partitions at once.
- */
-template <typename T, int D>
-__global__ void paged_decode_merge(const float *part_m, const float *part_l, const float *part_o, const int *lens,
-                                   T *o, int Hq, int partition_tokens, int max_parts)
-{
-    int h = blockIdx.x, b = blockIdx.y, e = threadIdx.x;
-    int n_parts = (lens[b] + partition_tokens - 1) / partition_tokens;
-    long long row = (long long)b * Hq + h;
-    const float *m = part_m + row * max_parts, *l = part_l + row * max_parts;
-    float M = -INFINITY;
-    for (int p = 0; p < n_parts; ++p) M = fmaxf(M, m[p]);
-    float base = M == -INFINITY ? 0.0f : M, L = 0.0f, sum = 0.0f;
-    for (int p = 0; p < n_parts; ++p) {
-        float w = exp2f(m[p] - base);
-        L += w * l[p];
-        sum += w * part_o[(row * max_parts + p) * D + e];
-    }
-    store(o, row * D + e, sum / L);
-}
 
 static int max_parts_for(int max_len) { return (max_len + MIN_PARTITION_TOKENS - 1) / MIN_PARTITION_TOKENS; }
 
@@ -252,7 +284,7 @@ static const char *decode_contract(const decode_problem *p)
     return NULL;
 }
 
-/** @brief Launch the partition kernel (and, with several partitions, the merge) for one kind of rows. */
+/** @brief Launch the partition kernel (with several partitions, its last blocks merge) for one kind of rows. */
 /**
  * @brief v3's partition size: enough partitions that the grid fills the GPU in
  *        one wave (blocks that fit at once = occupancy × SMs), but never below
@@ -277,7 +309,7 @@ static int partition_tokens_for(const decode_problem *p)
     return (int)(want < MIN_PARTITION_TOKENS ? MIN_PARTITION_TOKENS : want > p->max_len ? p->max_len : want);
 }
 
-/** @brief The partition kernel (and, with several partitions, the merge) for one storage type, head size and kind of rows. */
+/** @brief The partition kernel for one storage type, head size and kind of rows. */
 template <typename T, int D, class Rows>
 static const char *launch_decode_typed(const decode_problem *p, Rows rows, const void *k, const void *v, int split)
 {
@@ -291,14 +323,10 @@ static const char *launch_decode_typed(const decode_problem *p, Rows rows, const
     }
     dim3 grid(max_parts, p->Hq, p->B);
     paged_decode_partition<T, D, Rows><<<grid, DECODE_WARPS * 32>>>((const T *)p->q, (const T *)k, (const T *)v, rows,
-                                                                   p->lens, (T *)p->o, part_m, part_l, part_o, p->Hq,
-                                                                   p->Hkv, partition, max_parts, p->scale * LOG2E);
+                                                                   p->lens, (T *)p->o, part_m, part_l, part_o,
+                                                                   p->counters, p->Hq, p->Hkv, partition, max_parts,
+                                                                   p->scale * LOG2E);
     WB_CHECK_LAUNCH("paged_decode_partition");
-    if (split) {
-        paged_decode_merge<T, D><<<dim3(p->Hq, p->B), D>>>(part_m, part_l, part_o, p->lens, (T *)p->o, p->Hq,
-                                                           partition, max_parts);
-        WB_CHECK_LAUNCH("paged_decode_merge");
-    }
     return NULL;
 }
 
@@ -346,13 +374,15 @@ static const char *launch_paged(const decode_problem *p)
 /**
  * @brief v3 — PagedAttention v2 / flash-decoding: the context is cut into
  *        partitions (sized by partition_tokens_for to fill the GPU once), each
- *        handled by its own block, and a second kernel merges them by their max
- *        and sum. At batch 1 with 32768 tokens v2 has Hq = 12 blocks for 132
+ *        handled by its own block; the last block of a row to finish merges the
+ *        row's partitions by their max and sum (an atomic counter per row). At batch 1 with 32768 tokens v2 has Hq = 12 blocks for 132
  *        SMs; v3 has 32 times more.
  */
 static const char *launch_paged_split(const decode_problem *p)
 {
     if (const char *why = decode_contract(p)) return why;
+    if (!p->counters) return "needs counters (B*Hq ints, zero)";
+    if (max_parts_for(p->max_len) > MAX_PARTITIONS) return "needs contexts of at most 262144 tokens";
     PagedRows rows = {p->block_tables, p->max_pages_per_seq, p->block_size, p->Hkv};
     return launch_decode(p, rows, p->k_pool, p->v_pool, 1);
 }
@@ -368,6 +398,6 @@ int decode_partition_tokens(const decode_problem *p)
 const decode_variant decode_variants[] = {
     {"v1", "gather to contiguous (stage 08), then attention", launch_gather_then_attend},
     {"v2", "block per (seq, head) through the pages (PagedAttn v1)", launch_paged},
-    {"v3", "split into partitions + merge (flash-decoding)", launch_paged_split},
+    {"v3", "split into partitions, last block merges (flash-decoding)", launch_paged_split},
 };
 const int decode_variant_count = sizeof decode_variants / sizeof decode_variants[0];

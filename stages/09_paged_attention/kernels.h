@@ -44,6 +44,7 @@ typedef struct {
     void *o;                  /**< [B][Hq][d], device */
     void *workspace;          /**< v1: contiguous K, V; v3: the partitions' partial results */
     size_t workspace_bytes;   /**< its size */
+    int *counters;            /**< v3: [B][Hq] ints, zero before the first launch; each launch leaves them zero */
 } decode_problem;
 
 /** @brief Workspace bytes the variants need (the largest of v1's and v3's). */

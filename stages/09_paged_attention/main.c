@@ -117,6 +117,8 @@ static void step_init(step *s, wb_dtype dtype, int B, int Hq, int Hkv, int d, in
     a->o = wb_device_alloc(q_elems * es, "o");
     a->workspace_bytes = decode_workspace_bytes(B, Hq, Hkv, d, max_len);
     a->workspace = wb_device_alloc(a->workspace_bytes, "workspace");
+    a->counters = wb_device_alloc((size_t)B * Hq * sizeof(int), "v3 counters");
+    WB_CUDA_CHECK(cudaMemset(a->counters, 0, (size_t)B * Hq * sizeof(int))); /* v3 leaves them zero after each launch */
     /* fp32 storage holds the same (fp16-representable) values, so both share one reference */
     uint16_t *src[3] = {s->q, s->k_pool, s->v_pool};
     const void *dst[3] = {a->q, a->k_pool, a->v_pool};
@@ -210,7 +212,7 @@ static void step_free(step *s)
     for (size_t i = 0; i < sizeof host / sizeof host[0]; ++i) free(host[i]);
     decode_problem *a = &s->a;
     void *dev[] = {(void *)a->q, (void *)a->k_pool, (void *)a->v_pool, (void *)a->block_tables, (void *)a->lens, a->o,
-                   a->workspace};
+                   a->workspace, a->counters};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; ++i) WB_CUDA_CHECK(cudaFree(dev[i]));
     kv_destroy(&s->m);
 }

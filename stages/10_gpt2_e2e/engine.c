@@ -174,6 +174,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->rstd = wb_device_alloc(R * 4, "rstd");
     e->decode_workspace_bytes = decode_workspace_bytes(max_seqs, H, H, d, c->max_T);
     e->decode_workspace = wb_device_alloc(e->decode_workspace_bytes, "decode workspace");
+    e->decode_counters = wb_device_alloc((size_t)max_seqs * H * sizeof(int), "decode counters");
+    WB_CUDA_CHECK(cudaMemset(e->decode_counters, 0, (size_t)max_seqs * H * sizeof(int)));
     e->d_tokens = wb_device_alloc(R * 4, "tokens");
     e->d_positions = wb_device_alloc(R * 4, "positions");
     e->d_next = wb_device_alloc(R * 4, "next tokens");
@@ -196,7 +198,7 @@ void engine_free(gpt2_engine *e)
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
-                 e->mean, e->rstd, e->decode_workspace, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
+                 e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->d_tables, e->d_lens};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
@@ -383,7 +385,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
         decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T,
                              (long long)n * c->max_T, 1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l],
                              e->v_pool[l], e->d_tables, e->d_lens, e->att, e->decode_workspace,
-                             e->decode_workspace_bytes};
+                             e->decode_workspace_bytes, e->decode_counters};
         TRY(decode_variants[e->decode_variant].launch(&dp));
         charge(e, &p->attention, &mark);
         TRY(block_tail(e, l, n, &mark));
