@@ -10,6 +10,24 @@ if(WB_COMPUTE_SANITIZER AND WB_GPU_FOUND)
   set(WB_SANITIZER_TESTS ON)
 endif()
 
+# wb_add_exit_tests(<stageNN> <target> <case>...): one cpu test per case, each
+# "name|expected exit code|arg|arg|...|regex the output must match", run
+# through cmake/ExpectExit.cmake. Stages with arguments of their own (stage 10's
+# weights files) add their cases with it too.
+function(wb_add_exit_tests stage target)
+  foreach(case IN LISTS ARGN)
+    string(REPLACE "|" ";" fields "${case}")
+    list(POP_FRONT fields test_name expect_rc)
+    list(POP_BACK fields expect_regex)
+    string(REPLACE ";" "|" test_args "${fields}")
+    add_test(NAME ${stage}_${test_name}
+             COMMAND ${CMAKE_COMMAND} "-DPROGRAM=$<TARGET_FILE:${target}>" "-DARGS=${test_args}"
+                     "-DEXPECT_RC=${expect_rc}" "-DEXPECT_REGEX=${expect_regex}"
+                     -P ${PROJECT_SOURCE_DIR}/cmake/ExpectExit.cmake)
+    set_tests_properties(${stage}_${test_name} PROPERTIES LABELS "${stage};cpu")
+  endforeach()
+endfunction()
+
 # wb_add_stage(<NN> <name>
 #              SOURCES <files...>            main.c kernels.cu
 #              [LIBRARIES <libs...>]         e.g. CUDA::cublas
@@ -48,17 +66,7 @@ function(wb_add_stage number name)
     "args_unknown_variant|2|--variant|v99|unknown variant 'v99' \\(allowed: v1 "
     "args_variant_out_of_range|2|--variant|0|unknown variant '0' \\(allowed: .*a number 1\\.\\."
     "args_iters_zero|2|--iters|0|--iters wants an integer in 1\\.\\.")
-  foreach(case IN LISTS cases)
-    string(REPLACE "|" ";" fields "${case}")
-    list(POP_FRONT fields test_name expect_rc)
-    list(POP_BACK fields expect_regex)
-    string(REPLACE ";" "|" test_args "${fields}")
-    add_test(NAME ${stage}_${test_name}
-             COMMAND ${CMAKE_COMMAND} "-DPROGRAM=$<TARGET_FILE:${target}>" "-DARGS=${test_args}"
-                     "-DEXPECT_RC=${expect_rc}" "-DEXPECT_REGEX=${expect_regex}"
-                     -P ${PROJECT_SOURCE_DIR}/cmake/ExpectExit.cmake)
-    set_tests_properties(${stage}_${test_name} PROPERTIES LABELS "${stage};cpu")
-  endforeach()
+  wb_add_exit_tests(${stage} ${target} ${cases})
 
   # sanitize: memcheck and racecheck over the --check sweep, where both a GPU and
   # compute-sanitizer are present.
