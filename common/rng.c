@@ -3,6 +3,8 @@
 
 #include "fp16.h"
 
+#include <math.h>
+
 void wb_rng_seed(wb_rng *rng, uint64_t seed) { rng->state = seed; }
 
 uint64_t wb_rng_next(wb_rng *rng)
@@ -23,6 +25,12 @@ int wb_rng_int(wb_rng *rng, int lo, int hi)
 {
     uint64_t span = (uint64_t)((int64_t)hi - lo + 1);
     return (int)(lo + (int64_t)(wb_rng_next(rng) % span));
+}
+
+int wb_rng_log_uniform(wb_rng *rng, int lo, int hi)
+{
+    double u = (double)(wb_rng_next(rng) >> 11) / 9007199254740992.0; /* 53 bits: [0, 1) */
+    return (int)fmin(hi, floor(exp(log(lo) + u * (log(hi + 1.0) - log(lo)))));
 }
 
 uint64_t wb_seed_for(uint64_t run_seed, uint64_t a, uint64_t b)

@@ -26,6 +26,11 @@ uint64_t wb_rng_next(wb_rng *rng);
 float wb_rng_uniform(wb_rng *rng, float lo, float hi);
 /** @brief Uniform integer in [lo, hi] (both ends included). */
 int wb_rng_int(wb_rng *rng, int lo, int hi);
+/**
+ * @brief Log-uniform integer in [lo, hi] (1 <= lo <= hi): many small values, a
+ *        few large — the sequence lengths a chat server sees (stages 08, 09).
+ */
+int wb_rng_log_uniform(wb_rng *rng, int lo, int hi);
 
 /**
  * @brief Derive a seed for one data set from the run's seed and labels, so every

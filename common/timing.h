@@ -48,6 +48,12 @@ typedef const char *(*wb_run_fn)(void *ctx);
  */
 const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warmup, int runs, wb_timing *out);
 
+/**
+ * @brief A host clock in milliseconds (monotonic). For work that includes the
+ *        host's share (stage 10's tokens per second), never for GPU kernels alone.
+ */
+double wb_wall_ms(void);
+
 /** @brief The median of n values (n >= 1); the array is left sorted. */
 double wb_median(double *values, int n);
 

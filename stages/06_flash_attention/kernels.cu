@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "block_reduce.cuh" /* stage 02: warp_allreduce */
 #include "cuda_check.h"
 #include "dtype_device.cuh"
 #include "kernels.h"
@@ -62,10 +63,10 @@ __global__ void attention_naive_softmax(float *s, float *lse, long long rows, in
     float *x = s + row * N;
     float m = -INFINITY;
     for (int j = lane; j < N; j += 32) m = fmaxf(m, x[j]);
-    for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    m = warp_allreduce<MaxOp>(m);
     float sum = 0.0f;
     for (int j = lane; j < N; j += 32) sum += expf(x[j] - m);
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sum = warp_allreduce<SumOp>(sum);
     float inv = 1.0f / sum;
     for (int j = lane; j < N; j += 32) x[j] = expf(x[j] - m) * inv;
     if (lane == 0) lse[row] = m + logf(sum);
@@ -294,12 +295,9 @@ __global__ void __launch_bounds__(V3_WARPS * 32) attention_block_tiled(const T *
         for (int r = 0; r < ROWS_PER_WARP; ++r) {
             int row = row0 + warp * ROWS_PER_WARP + r;
             if (key >= N || (causal && key > row)) s[r] = -INFINITY;
-            float mx = s[r];
-            for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            float m_new = fmaxf(m[r], mx);
+            float m_new = fmaxf(m[r], warp_allreduce<MaxOp>(s[r]));
             float base = m_new == -INFINITY ? 0.0f : m_new;
-            float pj = exp2f(s[r] - base), sum = pj;
-            for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            float pj = exp2f(s[r] - base), sum = warp_allreduce<SumOp>(pj);
             float alpha = exp2f(m[r] - base);
             l[r] = alpha * l[r] + sum;
             m[r] = m_new;

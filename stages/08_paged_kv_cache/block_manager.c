@@ -6,6 +6,8 @@
  */
 #include "block_manager.h"
 
+#include "rng.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +24,6 @@ const char *kv_status_string(kv_status s)
     case KV_ERR_OUT_OF_MEMORY: return "out of host memory";
     }
     return "unknown status";
-}
-
-/** splitmix64: the shuffle's random numbers (the same generator as common/rng). */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 kv_status kv_init(kv_block_manager *m, int num_pages, int block_size, int max_seqs, int max_pages_per_seq,
@@ -52,9 +45,10 @@ kv_status kv_init(kv_block_manager *m, int num_pages, int block_size, int max_se
     /* a stack: pop from the end, so list it backwards to hand out 0, 1, 2, … first */
     for (int i = 0; i < num_pages; ++i) m->free_list[i] = num_pages - 1 - i;
     if (seed) { /* Fisher–Yates */
-        uint64_t st = seed;
+        wb_rng r;
+        wb_rng_seed(&r, seed);
         for (int i = num_pages - 1; i > 0; --i) {
-            int j = (int)(next_random(&st) % (uint64_t)(i + 1));
+            int j = wb_rng_int(&r, 0, i);
             int t = m->free_list[i];
             m->free_list[i] = m->free_list[j], m->free_list[j] = t;
         }

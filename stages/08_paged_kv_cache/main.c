@@ -27,13 +27,6 @@ static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 /** Index of the baseline in variant_ids: v2's kernels on a contiguous max-length cache. */
 #define BASELINE (kv_variant_count)
 
-/** A log-uniform length in [lo, hi]: many short sequences, a few long ones, as a chat server sees. */
-static int random_length(wb_rng *r, int lo, int hi)
-{
-    double u = (double)(wb_rng_next(r) >> 11) / 9007199254740992.0;
-    return (int)fmin(hi, floor(exp(log(lo) + u * (log(hi + 1.0) - log(lo)))));
-}
-
 /**
  * One scenario: B sequences that hold old_len[b] tokens, then a batch that
  * appends n_new[b] to each (and, with `fork`, to a child forked from sequence 0
@@ -416,7 +409,7 @@ static void print_memory_table(uint64_t seed)
     wb_rng_seed(&r, seed);
     int lens[SEQS];
     long long tokens = 0;
-    for (int i = 0; i < SEQS; ++i) tokens += lens[i] = random_length(&r, 16, MAX_LEN);
+    for (int i = 0; i < SEQS; ++i) tokens += lens[i] = wb_rng_log_uniform(&r, 16, MAX_LEN);
     double contig = (double)SEQS * MAX_LEN * bytes_per_token;
     printf("%d sequences, log-uniform lengths in [16, %d] (seed %llu): %lld tokens, mean %.0f\n", SEQS, MAX_LEN,
            (unsigned long long)seed, tokens, (double)tokens / SEQS);
@@ -493,7 +486,7 @@ int main(int argc, char **argv)
                 failed += check_scenario(&opt, &s, OP_APPEND, &checks);
                 scenario_free(&s);
                 /* gather: lengths 1 … max, one of them exactly the max */
-                for (int b = 0; b < k[0]; ++b) old_len[b] = b == k[0] - 1 ? k[4] : random_length(&r, 1, k[4]), n_new[b] = 0;
+                for (int b = 0; b < k[0]; ++b) old_len[b] = b == k[0] - 1 ? k[4] : wb_rng_log_uniform(&r, 1, k[4]), n_new[b] = 0;
                 scenario_init(&s, dtypes[t], k[0], k[1], k[2], k[3], old_len, n_new, 0, seed + 7);
                 failed += check_scenario(&opt, &s, OP_GATHER, &checks);
                 scenario_free(&s);
@@ -527,7 +520,7 @@ int main(int argc, char **argv)
             if (dtypes[t] == WB_F16 && !shape[0]) { /* decode: 128 sequences, one token each: small and latency-bound */
                 wb_rng r;
                 wb_rng_seed(&r, 12);
-                for (int b = 0; b < 128; ++b) old_len[b] = random_length(&r, 16, 2047), n_new[b] = 1;
+                for (int b = 0; b < 128; ++b) old_len[b] = wb_rng_log_uniform(&r, 16, 2047), n_new[b] = 1;
                 scenario_init(&s, dtypes[t], 128, H, d, bs, old_len, n_new, 0, 13);
                 bench_scenario(&dev, &opt, &s, OP_APPEND, "decode 128x1 token", &rep);
                 scenario_free(&s);
@@ -535,7 +528,7 @@ int main(int argc, char **argv)
             /* gather: B sequences of mixed lengths up to 2N, the longest exactly 2N */
             wb_rng r;
             wb_rng_seed(&r, 14);
-            for (int b = 0; b < B; ++b) old_len[b] = b == 0 ? 2 * N : random_length(&r, 16, 2 * N), n_new[b] = 0;
+            for (int b = 0; b < B; ++b) old_len[b] = b == 0 ? 2 * N : wb_rng_log_uniform(&r, 16, 2 * N), n_new[b] = 0;
             snprintf(label, sizeof label, "%d mixed lengths <= %d", B, 2 * N);
             scenario_init(&s, dtypes[t], B, H, d, bs, old_len, n_new, 0, 15);
             bench_scenario(&dev, &opt, &s, OP_GATHER, label, &rep);

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "02_reduction/block_reduce.cuh" /* stage 02: block_allreduce */
 #include "08_paged_kv_cache/kernels.h" /* stage 08's gather, for v1 */
 #include "cuda_check.h"
 #include "dtype_device.cuh"
@@ -94,25 +95,16 @@ static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[4], floa
 template <typename T, int D>
 static __device__ void merge_partitions(const float *m, const float *l, const float *po, T *o, int n_parts)
 {
-    __shared__ float weight[MAX_PARTITIONS], red_m[DECODE_WARPS], red_l[DECODE_WARPS];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    float mx = -INFINITY; /* M = max m_p: each thread a strided share, then the warps, then the block */
+    __shared__ float weight[MAX_PARTITIONS];
+    float mx = -INFINITY; /* M = max m_p: each thread a strided share, then stage 02's block reduction */
     for (int p = threadIdx.x; p < n_parts; p += blockDim.x) weight[p] = __ldcg(m + p), mx = fmaxf(mx, weight[p]);
-    for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    if (lane == 0) red_m[warp] = mx;
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < DECODE_WARPS; ++w) M = fmaxf(M, red_m[w]);
+    float M = block_allreduce<MaxOp>(mx);
     float base = M == -INFINITY ? 0.0f : M, ls = 0.0f;
     for (int p = threadIdx.x; p < n_parts; p += blockDim.x) { /* the weights 2^(m_p − M), and L */
         weight[p] = exp2f(weight[p] - base);
         ls += weight[p] * __ldcg(l + p);
     }
-    for (int off = 16; off > 0; off /= 2) ls += __shfl_xor_sync(0xffffffffu, ls, off);
-    if (lane == 0) red_l[warp] = ls;
-    __syncthreads();
-    float L = 0.0f;
-    for (int w = 0; w < DECODE_WARPS; ++w) L += red_l[w];
+    float L = block_allreduce<SumOp>(ls); /* its barriers also order the weights before the loop below */
     for (int e = threadIdx.x; e < D; e += blockDim.x) { /* O: the partitions' loads are independent, in flight together */
         float sum = 0.0f;
         for (int p = 0; p < n_parts; ++p) sum += weight[p] * __ldcg(po + (long long)p * D + e);
@@ -297,11 +289,14 @@ static const char *decode_contract(const decode_problem *p)
 template <typename T, int D, class Rows>
 static int partition_tokens_for(const decode_problem *p)
 {
-    int device, sms, per_sm;
-    WB_CUDA_CHECK(cudaGetDevice(&device));
-    WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, paged_decode_partition<T, D, Rows>,
-                                                                DECODE_WARPS * 32, 0));
+    static int sms = 0, per_sm = 0; /* asked once per kernel: this runs on every decode step's launch */
+    if (!sms) {
+        int device;
+        WB_CUDA_CHECK(cudaGetDevice(&device));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, paged_decode_partition<T, D, Rows>,
+                                                                    DECODE_WARPS * 32, 0));
+    }
     long long slots = (long long)sms * (per_sm > 0 ? per_sm : 1);
     long long want = (p->total_len * p->Hq + slots - 1) / slots;
     const long long round = 128; /* a multiple of every tile of DECODE_WARPS warps */

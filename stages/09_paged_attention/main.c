@@ -30,13 +30,6 @@ static const wb_tolerance o_tol = {1e-5, 2e-3};
 /** fp32 storage (stage 10's fp32 model): fp32 sums over up to 16384 tokens and ex2.approx. */
 static const wb_tolerance o_tol_f32 = {1e-6, 1e-4};
 
-/** A log-uniform length in [lo, hi] (as stage 08: many short contexts, a few long). */
-static int random_length(wb_rng *r, int lo, int hi)
-{
-    double u = (double)(wb_rng_next(r) >> 11) / 9007199254740992.0;
-    return (int)fmin(hi, floor(exp(log(lo) + u * (log(hi + 1.0) - log(lo)))));
-}
-
 /** Most copies of a step's device data the timing rotates through. */
 #define MAX_SETS 8
 
@@ -363,7 +356,7 @@ int main(int argc, char **argv)
             wb_rng r;
             wb_rng_seed(&r, wb_seed_for((uint64_t)opt.seed, c, 0));
             for (int b = 0; b < k[0]; ++b) {
-                lens[b] = k[5] == 0 ? random_length(&r, 1, k[6]) : k[5 + b];
+                lens[b] = k[5] == 0 ? wb_rng_log_uniform(&r, 1, k[6]) : k[5 + b];
                 max_len = lens[b] > max_len ? lens[b] : max_len;
             }
             if ((long long)k[0] * k[2] * max_len * k[3] > opt.check_max) continue;
@@ -394,7 +387,7 @@ int main(int argc, char **argv)
             int *lens = wb_host_alloc((size_t)k[0] * sizeof(int), "lengths");
             wb_rng r;
             wb_rng_seed(&r, 21);
-            for (int b = 0; b < k[0]; ++b) lens[b] = k[4] ? k[4] : (b == 0 ? 16 : b == 1 ? 16384 : random_length(&r, 16, 16384));
+            for (int b = 0; b < k[0]; ++b) lens[b] = k[4] ? k[4] : (b == 0 ? 16 : b == 1 ? 16384 : wb_rng_log_uniform(&r, 16, 16384));
             char label[64];
             if (k[4])
                 snprintf(label, sizeof label, "context %d%s", k[4], k[1] != k[2] ? " (grouped-query)" : "");

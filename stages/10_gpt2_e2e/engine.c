@@ -3,15 +3,12 @@
  * @brief GPT-2 on the GPU (see engine.h): every step is a call to an earlier
  *        stage's launcher, through its header.
  */
-/** @brief clock_gettime() is POSIX, not C11. */
-#define _POSIX_C_SOURCE 199309L
 #include "engine.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "04_fused_gelu_linear/kernels.h"
 #include "05_softmax/kernels.h"
@@ -22,6 +19,7 @@
 #include "device.h"
 #include "fp16.h"
 #include "kernels.h"
+#include "timing.h"
 
 /** Propagate a launcher's refusal. */
 #define TRY(call)                         \
@@ -30,19 +28,12 @@
         if (why_) return why_;            \
     } while (0)
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 /** With profiling on: wait for the GPU and charge the time since the last mark to `bucket`. */
 static void charge(gpt2_engine *e, double *bucket, double *mark)
 {
     if (!e->profile) return;
     WB_CUDA_CHECK(cudaDeviceSynchronize());
-    double t = now_ms();
+    double t = wb_wall_ms();
     *bucket += t - *mark;
     *mark = t;
 }
@@ -295,7 +286,7 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
     free(positions);
 
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
-    double mark = now_ms();
+    double mark = wb_wall_ms();
     charge(e, &p->other, &mark);
     TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, R, C));
     charge(e, &p->other, &mark);
@@ -369,7 +360,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
     const gpt2_config *c = &e->cfg;
     int C = c->C, H = c->n_head, d = C / H, V = c->vocab;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
-    double mark = now_ms();
+    double mark = wb_wall_ms();
     TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, n, C));
     charge(e, &p->other, &mark);
     for (int l = 0; l < c->n_layer; ++l) {

@@ -4,14 +4,11 @@
  *        earlier stages' kernels; --check against the CPU reference, --bench
  *        for tokens per second.
  */
-/** @brief clock_gettime() is POSIX, not C11. */
-#define _POSIX_C_SOURCE 199309L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "args.h"
 #include "compare.h"
@@ -22,6 +19,7 @@
 #include "model.h"
 #include "report.h"
 #include "rng.h"
+#include "timing.h"
 #include "tokenizer.h"
 
 /** The two paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80). */
@@ -38,13 +36,6 @@ static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2,
 #define PEER_PREFILL_FP32 138000.0
 /** @brief The same in fp16. */
 #define PEER_PREFILL_FP16 492000.0
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
 
 /** "464,2068,…" → ids; 0 on success, else a message. */
 static const char *parse_ids(const char *s, int **ids, int *n)
@@ -223,10 +214,10 @@ static double time_prefill(gpt2_engine *e, int B, int T, const int *tokens, int 
     double best = INFINITY;
     for (int r = 0; r < reps + 1; ++r) {
         WB_CUDA_CHECK(cudaDeviceSynchronize());
-        double t0 = now_ms();
+        double t0 = wb_wall_ms();
         const char *why = engine_prefill(e, B, seqs, tokens, lens, next, NULL);
         WB_CUDA_CHECK(cudaDeviceSynchronize());
-        double t = now_ms() - t0;
+        double t = wb_wall_ms() - t0;
         for (int b = 0; b < B; ++b) engine_release(e, b);
         if (why) {
             fprintf(stderr, "prefill: %s\n", why);
@@ -248,13 +239,13 @@ static double time_decode(gpt2_engine *e, int B, int prompt, int steps, const in
     if (!why) {
         WB_CUDA_CHECK(cudaDeviceSynchronize());
         e->profile = prof;
-        double t0 = now_ms();
+        double t0 = wb_wall_ms();
         for (int s = 0; s < steps && !why; ++s) {
             why = engine_decode(e, B, seqs, cur, nx, NULL);
             memcpy(cur, nx, (size_t)B * 4);
         }
         WB_CUDA_CHECK(cudaDeviceSynchronize());
-        t = (now_ms() - t0) / steps;
+        t = (wb_wall_ms() - t0) / steps;
         e->profile = NULL;
     }
     if (why) fprintf(stderr, "decode: %s\n", why);
@@ -467,14 +458,14 @@ int main(int argc, char **argv)
             total += lens[b];
             out[b] = malloc((size_t)steps * 4);
         }
-        double t0 = now_ms();
+        double t0 = wb_wall_ms();
         if (!why) why = engine_prefill(&e, B, seqs, all, lens, cur, NULL);
-        double t1 = now_ms();
+        double t1 = wb_wall_ms();
         for (int s = 0; !why && s < steps; ++s) {
             for (int b = 0; b < B; ++b) out[b][s] = cur[b];
             if (s + 1 < steps) why = engine_decode(&e, B, seqs, cur, nx, NULL), memcpy(cur, nx, (size_t)B * 4);
         }
-        double t2 = now_ms();
+        double t2 = wb_wall_ms();
         if (why) {
             fprintf(stderr, "%s: %s\n", prog.name, why);
             ok = 0;
