@@ -3,6 +3,8 @@
 # argument tests, memcheck and racecheck), then every stage's default run with
 # --csv. Logs and CSVs go to $OUT (default ./gpu-out): build.log, ctest.log,
 # bench.log and stageNN.csv. Usage: scripts/gpu_run.sh [ctest -R regex]
+# Environment: STAGES="stage03 stage04" runs only those stages' default runs;
+# TARGETS="stage03_gemm ..." builds only those targets (faster on a fresh machine).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -10,7 +12,7 @@ BUILD=${BUILD:-build-gpu}
 TEST_REGEX=${1:-.}
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv; nvcc --version | tail -1; cmake --version | head -1; } > "$OUT/bench.log" 2>&1
-if ! { cmake -B "$BUILD" -G Ninja && cmake --build "$BUILD"; } > "$OUT/build.log" 2>&1; then
+if ! { cmake -B "$BUILD" -G Ninja && cmake --build "$BUILD" ${TARGETS:+--target $TARGETS}; } > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; exit 1
 fi
 ctest --test-dir "$BUILD" -R "$TEST_REGEX" --output-on-failure > "$OUT/ctest.log" 2>&1

@@ -42,6 +42,12 @@ extern const gemm_variant gemm_variants[];
 /** @brief How many. */
 extern const int gemm_variant_count;
 
+/**
+ * @brief v10, the Hopper GEMM (gemm_hopper.cuh): built for sm_90a in a library of its
+ *        own (kernels_sm90.cu); refuses any GPU but compute capability 9.0.
+ */
+const char *gemm_v10_wgmma(const void *A, const void *B, void *C, int M, int N, int K);
+
 /** @brief Release the cuBLAS handle the peers created (call once at the end). */
 void gemm_release(void);
 

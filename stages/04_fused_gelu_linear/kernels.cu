@@ -16,44 +16,8 @@
 #include "cublas_check.h"
 #include "cuda_check.h"
 #include "dtype_device.cuh" /* load, store, dispatch */
+#include "bias_gelu.cuh"   /* the epilogue: BiasGelu, activate */
 #include "gemm_tiles.cuh"   /* stage 03: launch_sgemm_warptile (v7), launch_hgemm_mma (v9), GemmIdentity */
-
-/**
- * @brief GELU, tanh approximation (GPT-2's gelu_new): 0.5·x·(1 + tanh(u)),
- *        u = √(2/π)·(x + 0.044715·x³), computed as x / (1 + e^(−2u)) — the same
- *        function (0.5·(1 + tanh u) is the logistic of 2u) in one __expf and a division.
- */
-static __device__ __forceinline__ float gelu_tanh(float x)
-{
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    float u = k * (x + 0.044715f * x * x * x);
-    return x / (1.0f + __expf(-2.0f * u));
-}
-
-/** @brief GELU, exact: 0.5·x·(1 + erf(x/√2)). */
-static __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
-
-/** @brief The activation of a gelu_kind (GELU_NONE: none, for the layers without one). */
-static __device__ __forceinline__ float activate(int kind, float v)
-{
-    return kind == GELU_TANH ? gelu_tanh(v) : kind == GELU_ERF ? gelu_erf(v) : v;
-}
-
-/**
- * @brief The fused epilogue: add the column's bias, apply GELU — on the accumulator,
- *        before the store. The GELU form is a template argument, so only one of them
- *        is compiled into the GEMM (the erf form costs registers the GEMM needs).
- */
-template <int KIND>
-struct BiasGelu {
-    const float *bias; /**< N entries, or NULL */
-    /** @brief GELU(value + bias[column]). */
-    __device__ __forceinline__ float operator()(float value, int column) const
-    {
-        if (bias) value += __ldg(bias + column);
-        return activate(KIND, value);
-    }
-};
 
 /** @brief Threads per block of the elementwise kernels. */
 #define ELEMENTWISE_THREADS 256
@@ -332,6 +296,7 @@ extern "C" const linear_variant linear_variants[] = {
     {"cublas", "cuBLAS SGEMM + our bias+GELU kernel (peer)", WB_F32, 1, 75, 3, peer_cublas_f32},
     {"cublaslt", "cuBLASLt, GELU_BIAS epilogue (peer)", WB_F32, 1, 75, 1, peer_cublaslt_f32},
     {"v4", "bias+GELU in the tensor-core epilogue (v9)", WB_F16, 0, 80, 1, linear_v4},
+    {"v5", "bias+GELU in the Hopper GEMM's epilogue (v10)", WB_F16, 0, 90, 1, linear_v5_wgmma},
     {"cublas-h", "cuBLAS HGEMM + our bias+GELU kernel (peer)", WB_F16, 1, 75, 3, peer_cublas_f16},
     {"cublaslt-h", "cuBLASLt fp16, GELU_BIAS epilogue (peer)", WB_F16, 1, 75, 1, peer_cublaslt_f16},
 };

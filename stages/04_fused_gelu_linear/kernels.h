@@ -54,6 +54,13 @@ extern const int linear_variant_count;
  */
 const char *linear_unfused_epilogue(const linear_args *a);
 
+/**
+ * @brief v5: bias + GELU in the epilogue of stage 03's Hopper GEMM (v10), fp16.
+ *        Built for sm_90a in a library of its own (kernels_sm90.cu); refuses any GPU
+ *        but compute capability 9.0.
+ */
+const char *linear_v5_wgmma(const linear_args *a);
+
 /** @brief Release the cuBLAS/cuBLASLt handles and workspace (call once at the end). */
 void linear_release(void);
 

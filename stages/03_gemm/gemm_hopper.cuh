@@ -1,0 +1,372 @@
+/**
+ * @file stages/03_gemm/gemm_hopper.cuh
+ * @brief Stage 03's v10 — the Hopper GEMM: TMA copies, mbarriers, a producer
+ *        warpgroup and two consumer warpgroups issuing `wgmma` (sm_90a only).
+ *
+ * v9 is what an A100 does best: every warp loads its own fragments from shared
+ * memory (`ldmatrix`) and issues small 16×8×16 MMAs. On an H100 that leaves the
+ * tensor cores waiting: they are fast enough that the instructions feeding them
+ * become the limit. Hopper adds three things, and v10 uses all three:
+ *
+ * - **TMA** (`cp.async.bulk.tensor`): one thread asks the copy engine for a whole
+ *   2-D box of a matrix (64×128 halves of A, 64×64 of B); the engine computes the
+ *   addresses, zero-fills what lies past the matrix's edges, writes shared memory
+ *   in the swizzled layout the tensor cores read, and signals an **mbarrier** when
+ *   the bytes have landed. No thread spends instructions on loads.
+ * - **wgmma** (`wgmma.mma_async`): a warpgroup (4 warps, 128 threads) multiplies a
+ *   64×16 tile of A by a 16×256 tile of B in one instruction, reading both straight
+ *   from shared memory through 64-bit *descriptors* (address, strides, swizzle).
+ *   It is asynchronous: the warpgroup issues four of them, then waits once.
+ * - **Warp specialisation**: one warpgroup only produces (issues TMA copies into a
+ *   4-stage ring of buffers); two warpgroups only consume (multiply). Full and empty
+ *   mbarriers per stage hand the buffers back and forth, so copies of tiles k+1..k+3
+ *   run while tile k is multiplied. `setmaxnreg` moves registers from the producer
+ *   (40 per thread) to the consumers (232), whose 64×256 fp32 accumulators take 128.
+ *
+ * The code is built for `sm_90a` only (the `a` means architecture-specific: these
+ * instructions exist on the H100/H200 and nowhere else), in a library of its own; the
+ * launcher refuses other GPUs. Like v9, each result passes through `epi(value,
+ * column)` before it is rounded to fp16, so stage 04 fuses bias and GELU here too.
+ * Contract: K and N multiples of 8 (TMA needs 16-byte row strides), 16-byte aligned
+ * pointers, any M.
+ */
+#ifndef STAGE03_GEMM_HOPPER_CUH
+/** @brief Include guard. */
+#define STAGE03_GEMM_HOPPER_CUH
+
+#include <cuda.h> /* CUtensorMap and its enums; the encoder itself is fetched through the runtime */
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+
+/** @brief v10's shape, in one place. */
+struct HopperTile {
+    static constexpr int BM = 128;       /**< rows of C per block: 64 per consumer warpgroup */
+    static constexpr int BN = 256;       /**< columns of C per block: one m64n256k16 wgmma wide */
+    static constexpr int BK = 64;        /**< K per stage: 64 halves = 128 bytes, the swizzle's span */
+    static constexpr int STAGES = 4;     /**< tiles in flight */
+    static constexpr int CONSUMERS = 2;  /**< warpgroups that multiply */
+    static constexpr int THREADS = 128 * (1 + CONSUMERS); /**< plus one producer warpgroup */
+    static constexpr int B_BOX_N = 64;   /**< columns of B per TMA box: 128 bytes, the swizzle's span */
+    static constexpr int A_BYTES = BM * BK * 2;             /**< one stage of A: 16 KB */
+    static constexpr int B_BOX_BYTES = BK * B_BOX_N * 2;    /**< one box of B: 8 KB */
+    static constexpr int B_BYTES = BK * BN * 2;             /**< one stage of B: 32 KB */
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;   /**< what one stage's full barrier waits for */
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024; /**< + room to align to 1024 bytes */
+};
+
+/* ---------------------------------------------------------------------------
+ * The PTX v10 needs, one small wrapper each.
+ * ------------------------------------------------------------------------- */
+
+/** @brief A shared-memory address as the 32-bit offset PTX's shared:: instructions take. */
+static __device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+/** @brief Make an mbarrier that completes a phase after `count` arrivals (and its expected bytes). */
+[[maybe_unused]] static __device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+/** @brief Make the initialised barriers visible to the TMA engine (the async proxy) before first use. */
+[[maybe_unused]] static __device__ __forceinline__ void mbar_fence_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/** @brief Arrive, and tell the barrier to wait also for `bytes` of TMA transfers in this phase. */
+[[maybe_unused]] static __device__ __forceinline__ void mbar_arrive_expect_bytes(uint64_t *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
+/** @brief Arrive (count one of the barrier's expected arrivals). */
+[[maybe_unused]] static __device__ __forceinline__ void mbar_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/**
+ * @brief Wait until the barrier's phase of parity `parity` has completed. A barrier
+ *        counts phases 0, 1, 2, …; waiting on parity 1 of a fresh barrier returns at
+ *        once (the phase "before" 0 counts as complete), which is how the producer
+ *        finds every buffer empty on its first pass.
+ */
+[[maybe_unused]] static __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
+{
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity)
+                     : "memory");
+}
+
+/** @brief TMA: copy the box at (column c0, row c1) of the tensor `map` into shared memory; signal `bar`. */
+[[maybe_unused]] static __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1,
+                                                                    uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];\n" ::"r"(smem_addr(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+/**
+ * @brief A wgmma shared-memory descriptor for a tile in the 128-byte swizzled layout.
+ *
+ * Bits 0–13: start address / 16; 16–29: the *leading* byte offset / 16; 32–45: the
+ * *stride* byte offset / 16; 62–63: swizzle mode (1 = 128 bytes). The operand is
+ * read in 8×(16-byte) "core matrices"; the two offsets say how far apart they are.
+ */
+static __device__ __forceinline__ uint64_t wgmma_desc(const void *tile, unsigned leading_bytes, unsigned stride_bytes)
+{
+    uint64_t d = (smem_addr(tile) & 0x3FFFF) >> 4;
+    d |= (uint64_t)((leading_bytes & 0x3FFFF) >> 4) << 16;
+    d |= (uint64_t)((stride_bytes & 0x3FFFF) >> 4) << 32;
+    d |= 1ull << 62;
+    return d;
+}
+
+/** @brief Order this warpgroup's register and shared-memory accesses before the wgmma that follow. */
+[[maybe_unused]] static __device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+/** @brief Close the group of wgmma issued since the last commit. */
+[[maybe_unused]] static __device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/** @brief Wait until at most N committed groups of wgmma are still running. */
+template <int N>
+[[maybe_unused]] static __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/** @brief Eight accumulator operands of the wgmma below (PTX wants each register named). */
+#define WGMMA_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+                      "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+
+/**
+ * @brief d (64×256, fp32, 128 registers per thread) += A (64×16, fp16, K-major) ·
+ *        B (16×256, fp16, N-major: our row-major B), both read from shared memory.
+ *
+ * The four immediates after the descriptors: scale A and B by +1, A not transposed
+ * (K-major), B transposed (its rows run along N, as stage 03's row-major B does).
+ */
+[[maybe_unused]] static __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                 "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40),
+                   WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64), WGMMA_ACC8(72), WGMMA_ACC8(80), WGMMA_ACC8(88),
+                   WGMMA_ACC8(96), WGMMA_ACC8(104), WGMMA_ACC8(112), WGMMA_ACC8(120)
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+/** @brief Give this warpgroup's registers back (the producer needs few). */
+template <int REGS>
+[[maybe_unused]] static __device__ __forceinline__ void warpgroup_release_registers()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+/** @brief Take registers for this warpgroup (the consumers hold 128 accumulators each). */
+template <int REGS>
+[[maybe_unused]] static __device__ __forceinline__ void warpgroup_claim_registers()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+/* ---------------------------------------------------------------------------
+ * v10 — the kernel.
+ * ------------------------------------------------------------------------- */
+
+/**
+ * @brief v10 — C = epi(A·B) with TMA, mbarriers, warp specialisation and wgmma (sm_90a).
+ *
+ * Shared memory holds 4 stages; a stage is A's 128×64 tile (16 KB, rows of 64
+ * halves = 128 bytes) and B's 64×256 tile as four 64×64 boxes (8 KB each, rows of
+ * 64 halves along N). TMA writes both with the 128-byte swizzle: within each 1024-byte
+ * group of 8 rows, the 16-byte chunk j of row r lands at chunk j XOR r, so the 8 rows
+ * of a tensor-core read hit all 32 banks — the job v9's padding did.
+ *
+ * Per stage the producer thread waits for `empty[s]`, announces 48 KB on `full[s]`
+ * and issues 5 TMA copies. Each consumer warpgroup waits for `full[s]`, issues 4
+ * wgmma (K = 4 × 16), and once that group has finished — checked one stage later,
+ * so the tensor cores always have the next group queued — arrives on `empty[s]`.
+ */
+template <typename Epilogue>
+__global__ void __launch_bounds__(HopperTile::THREADS, 1)
+    hgemm_wgmma_tma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, __half *C,
+                    int M, int N, int K, Epilogue epi)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using T = HopperTile;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    /* the 128-byte swizzle pattern repeats every 1024 bytes, counted from address 0 */
+    unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    __shared__ __align__(8) uint64_t full[T::STAGES], empty[T::STAGES];
+    int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128;
+    int tile_row = blockIdx.y * T::BM, tile_col = blockIdx.x * T::BN;
+    int k_tiles = (K + T::BK - 1) / T::BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < T::STAGES; ++s) {
+            mbar_init(&full[s], 1);                   /* the producer's arrive, plus 48 KB of TMA bytes */
+            mbar_init(&empty[s], T::CONSUMERS * 128); /* every consumer thread */
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) { /* the producer: one thread issues every copy */
+        warpgroup_release_registers<40>();
+        if (t == 0) {
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                int s = kt % T::STAGES;
+                mbar_wait(&empty[s], ((kt / T::STAGES) & 1) ^ 1);
+                unsigned char *a = smem + s * T::STAGE_BYTES, *b = a + T::A_BYTES;
+                mbar_arrive_expect_bytes(&full[s], T::STAGE_BYTES);
+                tma_load_2d(a, &map_a, kt * T::BK, tile_row, &full[s]); /* A: column k, row m */
+#pragma unroll
+                for (int j = 0; j < T::BN / T::B_BOX_N; ++j) /* B: column n, row k */
+                    tma_load_2d(b + j * T::B_BOX_BYTES, &map_b, tile_col + j * T::B_BOX_N, kt * T::BK, &full[s]);
+            }
+        }
+        return;
+    }
+
+    /* the consumers: warpgroup 1 computes rows 0–63 of the tile, warpgroup 2 rows 64–127 */
+    warpgroup_claim_registers<232>();
+    int half = warpgroup - 1;
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        int s = kt % T::STAGES;
+        mbar_wait(&full[s], (kt / T::STAGES) & 1);
+        const unsigned char *a = smem + s * T::STAGE_BYTES + half * 64 * 128, *b = smem + s * T::STAGE_BYTES + T::A_BYTES;
+        /* A, K-major: 8-row core-matrix groups 1024 bytes apart (the leading offset is unused);
+         * B, N-major: 8-row (k) groups 1024 bytes apart, 64-column boxes 8 KB apart */
+        uint64_t desc_a = wgmma_desc(a, 16, 1024), desc_b = wgmma_desc(b, T::B_BOX_BYTES, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < T::BK / 16; ++kk) /* next 16 of K: A 32 bytes along its rows, B 16 rows (2048 bytes) down */
+            wgmma_m64n256k16(acc, desc_a + (uint64_t)(kk * 32 >> 4), desc_b + (uint64_t)(kk * 2048 >> 4));
+        wgmma_commit();
+        wgmma_wait<1>(); /* the previous stage's group is done: its buffer can be refilled */
+        if (kt > 0) mbar_arrive(&empty[(kt - 1) % T::STAGES]);
+    }
+    wgmma_wait<0>();
+
+    /* accumulator layout (as mma.sync's m16n8, repeated): warp w of the warpgroup holds rows
+     * 16w + lane/4 and +8; register 4j + {0,1} columns 8j + 2·(lane%4) + {0,1}, 4j + {2,3} the row below */
+    int warp = t / 32, lane = t % 32;
+    int r = tile_row + half * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < T::BN / 8; ++j) {
+        int c = tile_col + j * 8 + (lane % 4) * 2;
+        if (c >= N) continue; /* N is a multiple of 8: c < N means c + 1 < N */
+        if (r < M)
+            *reinterpret_cast<__half2 *>(C + (long long)r * N + c) =
+                __floats2half2_rn(epi(acc[4 * j], c), epi(acc[4 * j + 1], c + 1));
+        if (r + 8 < M)
+            *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) =
+                __floats2half2_rn(epi(acc[4 * j + 2], c), epi(acc[4 * j + 3], c + 1));
+    }
+#endif
+}
+
+/* ---------------------------------------------------------------------------
+ * Host side: tensor maps and the launcher.
+ * ------------------------------------------------------------------------- */
+
+/** @brief The driver's cuTensorMapEncodeTiled, as a pointer type (fetched through the runtime: no -lcuda). */
+typedef CUresult (*tensor_map_encoder)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/**
+ * @brief Describe a row-major fp16 matrix (rows × cols) to TMA: boxes of box_rows ×
+ *        box_cols, the 128-byte swizzle, zeros outside the matrix.
+ * @return NULL, or why the driver refused it
+ */
+static const char *make_tensor_map(CUtensorMap *map, const __half *base, int rows, int cols, int box_rows, int box_cols)
+{
+    static tensor_map_encoder encode = NULL;
+    if (!encode) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult found;
+        WB_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess || !fn) return "the driver has no cuTensorMapEncodeTiled (needs CUDA 12+)";
+        encode = (tensor_map_encoder)fn;
+    }
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};   /* innermost (contiguous) first */
+    cuuint64_t row_stride_bytes[1] = {(cuuint64_t)cols * 2};
+    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, element_strides[2] = {1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)base, dims, row_stride_bytes, box,
+                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? NULL : "cuTensorMapEncodeTiled refused the matrix";
+}
+
+/** @brief 1 when the current GPU runs sm_90a code (compute capability exactly 9.0). */
+static int gpu_is_sm90(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        int dev = 0, major = 0, minor = 0;
+        WB_CUDA_CHECK(cudaGetDevice(&dev));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        known = major == 9 && minor == 0;
+    }
+    return known;
+}
+
+/**
+ * @brief Launch v10 with an epilogue (fp16 A, B, C; K and N multiples of 8; an sm_90 GPU).
+ * @return NULL, or why it cannot take the shape or the GPU
+ */
+template <typename Epilogue>
+static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *C, int M, int N, int K, Epilogue epi)
+{
+    using T = HopperTile;
+    if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
+    if (K % 8 || N % 8) return "needs K and N multiples of 8 (TMA needs 16-byte row strides)";
+    if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
+    if ((M + T::BM - 1) / T::BM > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    if (!gpu_is_sm90()) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
+    CUtensorMap map_a, map_b;
+    const char *why = make_tensor_map(&map_a, A, M, K, T::BM, T::BK);
+    if (!why) why = make_tensor_map(&map_b, B, K, N, T::BK, T::B_BOX_N);
+    if (why) return why;
+    static bool configured = false; /* one per epilogue type */
+    if (!configured) {
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma<Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           T::SMEM_BYTES));
+        configured = true;
+    }
+    dim3 grid((N + T::BN - 1) / T::BN, (M + T::BM - 1) / T::BM);
+    hgemm_wgmma_tma<<<grid, T::THREADS, T::SMEM_BYTES>>>(map_a, map_b, C, M, N, K, epi);
+    WB_CHECK_LAUNCH("hgemm_wgmma_tma");
+    return NULL;
+}
+
+#endif /* STAGE03_GEMM_HOPPER_CUH */
