@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(HopperTile::THREADS, 1)
     /* the 128-byte swizzle pattern repeats every 1024 bytes, counted from address 0 */
     unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     __shared__ __align__(8) uint64_t full[T::STAGES], empty[T::STAGES];
-    int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128;
+    int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128; /* t: the thread within its warpgroup */
     int tile_row = blockIdx.y * T::BM, tile_col = blockIdx.x * T::BN;
     int k_tiles = (K + T::BK - 1) / T::BK;
 
@@ -275,20 +275,63 @@ __global__ void __launch_bounds__(HopperTile::THREADS, 1)
     }
     wgmma_wait<0>();
 
-    /* accumulator layout (as mma.sync's m16n8, repeated): warp w of the warpgroup holds rows
-     * 16w + lane/4 and +8; register 4j + {0,1} columns 8j + 2·(lane%4) + {0,1}, 4j + {2,3} the row below */
+    /* Epilogue, in two steps. (1) Stage the fp32 tile in shared memory (the pipeline
+     * buffers are free once both consumer warpgroups have finished reading them: a
+     * barrier for the 256 consumer threads only, as the producer has left). Accumulator
+     * layout (mma.sync's m16n8, repeated along N): warp w of the warpgroup holds rows
+     * 16w + lane/4 and 16w + lane/4 + 8; registers 4j + {0,1} are columns
+     * 8j + 2·(lane%4) + {0,1} of the first row, 4j + {2,3} the same columns of the second. */
+    constexpr int OUT_STRIDE = T::BN + 8; /* floats: rows 1056 bytes apart, so a warp's 8 rows fill all 32 banks twice */
+    static_assert(T::BM * OUT_STRIDE * 4 <= T::STAGES * T::STAGE_BYTES, "the staged tile fits in the pipeline buffers");
+    float *out = reinterpret_cast<float *>(smem);
     int warp = t / 32, lane = t % 32;
-    int r = tile_row + half * 64 + warp * 16 + lane / 4;
+    int row = half * 64 + warp * 16 + lane / 4; /* within the tile */
+    asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
 #pragma unroll
     for (int j = 0; j < T::BN / 8; ++j) {
-        int c = tile_col + j * 8 + (lane % 4) * 2;
-        if (c >= N) continue; /* N is a multiple of 8: c < N means c + 1 < N */
-        if (r < M)
-            *reinterpret_cast<__half2 *>(C + (long long)r * N + c) =
-                __floats2half2_rn(epi(acc[4 * j], c), epi(acc[4 * j + 1], c + 1));
-        if (r + 8 < M)
-            *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) =
-                __floats2half2_rn(epi(acc[4 * j + 2], c), epi(acc[4 * j + 3], c + 1));
+        int c = j * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2 *>(out + row * OUT_STRIDE + c) = make_float2(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<float2 *>(out + (row + 8) * OUT_STRIDE + c) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
+    /* (2) Each consumer thread now owns 8 columns in 16 rows: columns 4l..4l+3 and
+     * 128 + 4l..+3 for lane l, so that a warp reads 512 contiguous bytes per instruction
+     * (no bank conflicts) and covers one whole row of the tile per pass. It finishes all
+     * 128 values first — with no store in between, each column's bias is loaded once, not
+     * 16 times — then stores them 8 bytes at a time: a warp writes 256 contiguous bytes
+     * per instruction. Straight from the accumulators, a warp would write 8 rows × 16 bytes. */
+    constexpr int ROWS_PER_THREAD = T::BM / 8, HALF_BN = T::BN / 2;
+    static_assert(T::CONSUMERS * 128 == 8 * 32, "8 warps: 8 rows of the tile per pass of the consumers");
+    int ct = threadIdx.x - 128, first_row = ct / 32, col = (ct % 32) * 4;
+    float v[ROWS_PER_THREAD][8]; /* [row][0..3]: columns col..col+3; [4..7]: HALF_BN + col.. */
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+        const float *src = out + (first_row + 8 * i) * OUT_STRIDE + col;
+        float4 lo = *reinterpret_cast<const float4 *>(src), hi = *reinterpret_cast<const float4 *>(src + HALF_BN);
+        v[i][0] = lo.x, v[i][1] = lo.y, v[i][2] = lo.z, v[i][3] = lo.w;
+        v[i][4] = hi.x, v[i][5] = hi.y, v[i][6] = hi.z, v[i][7] = hi.w;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        int gc = tile_col + h * HALF_BN + col;
+        if (gc >= N) continue; /* N is a multiple of 8: all 4 columns are in, or none */
+#pragma unroll
+        for (int i = 0; i < ROWS_PER_THREAD; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[i][4 * h + e] = epi(v[i][4 * h + e], gc + e);
+    }
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+        int gr = tile_row + first_row + 8 * i;
+        if (gr >= M) break; /* rows only grow with i */
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int gc = tile_col + h * HALF_BN + col;
+            if (gc >= N) continue;
+            __half2 pair[2] = {__floats2half2_rn(v[i][4 * h], v[i][4 * h + 1]),
+                               __floats2half2_rn(v[i][4 * h + 2], v[i][4 * h + 3])};
+            *reinterpret_cast<uint2 *>(C + (long long)gr * N + gc) = *reinterpret_cast<const uint2 *>(pair);
+        }
     }
 #endif
 }

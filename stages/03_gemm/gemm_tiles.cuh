@@ -102,6 +102,17 @@ __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float 
         __syncthreads();
         buf ^= 1;
     }
+    /* Finish every value first, then store: with no store in between (which might alias
+     * whatever the epilogue reads), each of this lane's 8 columns is read once, not 8 times. */
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            int c = tile_col + col0 + 16 * h + jj;
+            if (c < N)
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc[i][4 * h + jj] = epi(acc[i][4 * h + jj], c);
+        }
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         int r = tile_row + row0 + (i < 4 ? i : 32 + i - 4);
@@ -111,11 +122,10 @@ __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float 
             int c = tile_col + col0 + 16 * h;
             const float *v = &acc[i][4 * h];
             if (VEC && c + 3 < N) {
-                *reinterpret_cast<float4 *>(C + (long long)r * N + c) =
-                    make_float4(epi(v[0], c), epi(v[1], c + 1), epi(v[2], c + 2), epi(v[3], c + 3));
+                *reinterpret_cast<float4 *>(C + (long long)r * N + c) = make_float4(v[0], v[1], v[2], v[3]);
             } else {
                 for (int jj = 0; jj < 4; ++jj)
-                    if (c + jj < N) C[(long long)r * N + c + jj] = epi(v[jj], c + jj);
+                    if (c + jj < N) C[(long long)r * N + c + jj] = v[jj];
             }
         }
     }
@@ -312,7 +322,17 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
         }
     }
     cp_async_wait<0>();
-    /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1} */
+    /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1}.
+     * Finish every value first (no store in between: each column's bias is read once), then store. */
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        int c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
+        if (c < N) /* N is a multiple of 8: so is c + 1 < N */
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][j][e] = epi(acc[i][j][e], c + (e & 1));
+    }
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -320,11 +340,10 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
             int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
             if (c >= N) continue;
             if (r < M)
-                *reinterpret_cast<__half2 *>(C + (long long)r * N + c) =
-                    __floats2half2_rn(epi(acc[i][j][0], c), epi(acc[i][j][1], c + 1));
+                *reinterpret_cast<__half2 *>(C + (long long)r * N + c) = __floats2half2_rn(acc[i][j][0], acc[i][j][1]);
             if (r + 8 < M)
                 *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) =
-                    __floats2half2_rn(epi(acc[i][j][2], c), epi(acc[i][j][3], c + 1));
+                    __floats2half2_rn(acc[i][j][2], acc[i][j][3]);
         }
 #endif
 }

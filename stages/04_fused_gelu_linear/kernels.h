@@ -61,6 +61,12 @@ const char *linear_unfused_epilogue(const linear_args *a);
  */
 const char *linear_v5_wgmma(const linear_args *a);
 
+/**
+ * @brief One round trip of the fp32 intermediate through memory: the bias kernel
+ *        alone (one read and one write of Y; needs a bias). v1 makes two of them.
+ */
+const char *linear_round_trip(const linear_args *a);
+
 /** @brief Release the cuBLAS/cuBLASLt handles and workspace (call once at the end). */
 void linear_release(void);
 

@@ -81,8 +81,9 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     WB_CUDA_CHECK(cudaGetDevice(&dev));
     WB_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
     int cc = prop.major * 10 + prop.minor;
-    /* the kernels: stage 04's fused linear, stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
-    e->linear_variant = find_linear(dtype == WB_F16 ? "v4" : "v3", dtype);
+    /* the kernels: stage 04's fused linear (fp16: v5, the Hopper GEMM, on a compute capability 9.0 GPU, else v4),
+     * stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
+    e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v5" : "v4") : "v3", dtype);
     e->layernorm_variant = 2;
     e->attention_variant = find_attention(dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
     e->decode_variant = 2;
