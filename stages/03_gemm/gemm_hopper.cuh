@@ -356,7 +356,11 @@ static const char *make_tensor_map(CUtensorMap *map, const __half *base, int row
     if (!encode) {
         void *fn = NULL;
         cudaDriverEntryPointQueryResult found;
+#if CUDART_VERSION >= 12050 /* the versioned lookup; the unversioned one is deprecated from 12.5 on */
         WB_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+#else
+        WB_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found));
+#endif
         if (found != cudaDriverEntryPointSuccess || !fn) return "the driver has no cuTensorMapEncodeTiled (needs CUDA 12+)";
         encode = (tensor_map_encoder)fn;
     }
