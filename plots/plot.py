@@ -225,20 +225,30 @@ def stage_table(rows):
     return "\n".join(out).rstrip()
 
 
+# Stages whose README line names the best of more than the first problem: the
+# GEMM stages have an fp32 table and a tensor-core fp16 table.
+SUMMARY_PROBLEMS = {"03": 2, "04": 2}
+
+
 def best_summary(rows):
-    """One line for the README's stage table: the best variant and the peer, on the first problem."""
-    (problem, _), rs = next(iter(group_by_problem(rows).items()))
-    ours = max((r for r in rs if not r["peer"]), key=lambda r: r["pct_roof"] if finite(r["pct_roof"]) else -1)
-    of = "of roof" if ours["unit"] == "GB/s" else "of the peer"
-    if rows[0]["stage"][-2:] == "06":
+    """One line for the README's stage table: the best variant and the peer, on the first problem(s)."""
+    stage = rows[0]["stage"][-2:]
+    of = "of roof" if rows[0]["unit"] == "GB/s" else "of the peer"
+    if stage == "06":
         of = "of PyTorch SDPA"
-    elif rows[0]["stage"][-2:] == "10":
+    elif stage == "10":
         of = "of HF transformers"
-    text = f"{ours['variant']}: {ours['pct_roof']:.0f}% {of} ({ours['throughput']:.0f} {ours['unit']}, {problem})"
-    peers = [r for r in rs if r["peer"]]
-    if peers:
-        text += f"; {peers[0]['variant']}: {peers[0]['pct_roof']:.0f}%"
-    return text
+    parts = []
+    for i, ((problem, _), rs) in enumerate(group_by_problem(rows).items()):
+        if i >= SUMMARY_PROBLEMS.get(stage, 1):
+            break
+        ours = max((r for r in rs if not r["peer"]), key=lambda r: r["pct_roof"] if finite(r["pct_roof"]) else -1)
+        text = f"{ours['variant']}: {ours['pct_roof']:.0f}% {of} ({ours['throughput']:.0f} {ours['unit']}, {problem})"
+        peers = [r for r in rs if r["peer"]]
+        if peers and i == 0 and SUMMARY_PROBLEMS.get(stage, 1) == 1:
+            text += f"; {peers[0]['variant']}: {peers[0]['pct_roof']:.0f}%"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def newest_results():
