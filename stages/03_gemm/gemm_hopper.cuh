@@ -40,10 +40,14 @@
 
 #include "cuda_check.h"
 
-/** @brief v10's shape, in one place. */
+/**
+ * @brief v10's shape, in one place. BN is 256 (one m64n256k16 wgmma wide), or 128 for
+ *        problems too small to give every SM a 128×256 tile (see launch_hgemm_wgmma).
+ */
+template <int BN_>
 struct HopperTile {
     static constexpr int BM = 128;       /**< rows of C per block: 64 per consumer warpgroup */
-    static constexpr int BN = 256;       /**< columns of C per block: one m64n256k16 wgmma wide */
+    static constexpr int BN = BN_;       /**< columns of C per block: one wgmma wide */
     static constexpr int BK = 64;        /**< K per stage: 64 halves = 128 bytes, the swizzle's span */
     static constexpr int STAGES = 4;     /**< tiles in flight */
     static constexpr int CONSUMERS = 2;  /**< warpgroups that multiply */
@@ -51,9 +55,10 @@ struct HopperTile {
     static constexpr int B_BOX_N = 64;   /**< columns of B per TMA box: 128 bytes, the swizzle's span */
     static constexpr int A_BYTES = BM * BK * 2;             /**< one stage of A: 16 KB */
     static constexpr int B_BOX_BYTES = BK * B_BOX_N * 2;    /**< one box of B: 8 KB */
-    static constexpr int B_BYTES = BK * BN * 2;             /**< one stage of B: 32 KB */
+    static constexpr int B_BYTES = BK * BN * 2;             /**< one stage of B: 32 KB (BN 256) */
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;   /**< what one stage's full barrier waits for */
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024; /**< + room to align to 1024 bytes */
+    static constexpr int ACC = BN / 2;   /**< fp32 accumulators per consumer thread: 64×BN over 128 threads */
 };
 
 /* ---------------------------------------------------------------------------
@@ -179,6 +184,21 @@ template <int N>
                  : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+/** @brief The same, 64×128: d has 64 registers per thread. */
+[[maybe_unused]] static __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40),
+                   WGMMA_ACC8(48), WGMMA_ACC8(56)
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
 /** @brief Give this warpgroup's registers back (the producer needs few). */
 template <int REGS>
 [[maybe_unused]] static __device__ __forceinline__ void warpgroup_release_registers()
@@ -211,13 +231,13 @@ template <int REGS>
  * wgmma (K = 4 × 16), and once that group has finished — checked one stage later,
  * so the tensor cores always have the next group queued — arrives on `empty[s]`.
  */
-template <typename Epilogue>
-__global__ void __launch_bounds__(HopperTile::THREADS, 1)
+template <int BN, typename Epilogue>
+__global__ void __launch_bounds__(HopperTile<BN>::THREADS, 1)
     hgemm_wgmma_tma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, __half *C,
                     int M, int N, int K, Epilogue epi)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using T = HopperTile;
+    using T = HopperTile<BN>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     /* the 128-byte swizzle pattern repeats every 1024 bytes, counted from address 0 */
     unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -255,9 +275,9 @@ __global__ void __launch_bounds__(HopperTile::THREADS, 1)
     /* the consumers: warpgroup 1 computes rows 0–63 of the tile, warpgroup 2 rows 64–127 */
     warpgroup_claim_registers<232>();
     int half = warpgroup - 1;
-    float acc[128];
+    float acc[T::ACC];
 #pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < T::ACC; ++i) acc[i] = 0.0f;
     for (int kt = 0; kt < k_tiles; ++kt) {
         int s = kt % T::STAGES;
         mbar_wait(&full[s], (kt / T::STAGES) & 1);
@@ -267,8 +287,13 @@ __global__ void __launch_bounds__(HopperTile::THREADS, 1)
         uint64_t desc_a = wgmma_desc(a, 16, 1024), desc_b = wgmma_desc(b, T::B_BOX_BYTES, 1024);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < T::BK / 16; ++kk) /* next 16 of K: A 32 bytes along its rows, B 16 rows (2048 bytes) down */
-            wgmma_m64n256k16(acc, desc_a + (uint64_t)(kk * 32 >> 4), desc_b + (uint64_t)(kk * 2048 >> 4));
+        for (int kk = 0; kk < T::BK / 16; ++kk) { /* next 16 of K: A 32 bytes along its rows, B 16 rows (2048 bytes) down */
+            uint64_t da = desc_a + (uint64_t)(kk * 32 >> 4), db = desc_b + (uint64_t)(kk * 2048 >> 4);
+            if constexpr (T::BN == 256)
+                wgmma_m64n256k16(acc, da, db);
+            else
+                wgmma_m64n128k16(acc, da, db);
+        }
         wgmma_commit();
         wgmma_wait<1>(); /* the previous stage's group is done: its buffer can be refilled */
         if (kt > 0) mbar_arrive(&empty[(kt - 1) % T::STAGES]);
@@ -294,26 +319,26 @@ __global__ void __launch_bounds__(HopperTile::THREADS, 1)
         *reinterpret_cast<float2 *>(out + (row + 8) * OUT_STRIDE + c) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
     asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
-    /* (2) Each consumer thread now owns 8 columns in 16 rows: columns 4l..4l+3 and
-     * 128 + 4l..+3 for lane l, so that a warp reads 512 contiguous bytes per instruction
+    /* (2) Each consumer thread now owns 4 columns per 128 of the tile in 16 rows: columns
+     * 128h + 4l..+3 for lane l, so that a warp reads 512 contiguous bytes per instruction
      * (no bank conflicts) and covers one whole row of the tile per pass. It finishes all
-     * 128 values first — with no store in between, each column's bias is loaded once, not
+     * its values first — with no store in between, each column's bias is loaded once, not
      * 16 times — then stores them 8 bytes at a time: a warp writes 256 contiguous bytes
      * per instruction. Straight from the accumulators, a warp would write 8 rows × 16 bytes. */
-    constexpr int ROWS_PER_THREAD = T::BM / 8, HALF_BN = T::BN / 2;
+    constexpr int ROWS_PER_THREAD = T::BM / 8, GROUPS = T::BN / 128;
     static_assert(T::CONSUMERS * 128 == 8 * 32, "8 warps: 8 rows of the tile per pass of the consumers");
     int ct = threadIdx.x - 128, first_row = ct / 32, col = (ct % 32) * 4;
-    float v[ROWS_PER_THREAD][8]; /* [row][0..3]: columns col..col+3; [4..7]: HALF_BN + col.. */
+    float v[ROWS_PER_THREAD][4 * GROUPS]; /* [row][4h + e]: column 128h + col + e */
 #pragma unroll
-    for (int i = 0; i < ROWS_PER_THREAD; ++i) {
-        const float *src = out + (first_row + 8 * i) * OUT_STRIDE + col;
-        float4 lo = *reinterpret_cast<const float4 *>(src), hi = *reinterpret_cast<const float4 *>(src + HALF_BN);
-        v[i][0] = lo.x, v[i][1] = lo.y, v[i][2] = lo.z, v[i][3] = lo.w;
-        v[i][4] = hi.x, v[i][5] = hi.y, v[i][6] = hi.z, v[i][7] = hi.w;
-    }
+    for (int i = 0; i < ROWS_PER_THREAD; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        int gc = tile_col + h * HALF_BN + col;
+        for (int h = 0; h < GROUPS; ++h) {
+            float4 q = *reinterpret_cast<const float4 *>(out + (first_row + 8 * i) * OUT_STRIDE + 128 * h + col);
+            v[i][4 * h] = q.x, v[i][4 * h + 1] = q.y, v[i][4 * h + 2] = q.z, v[i][4 * h + 3] = q.w;
+        }
+#pragma unroll
+    for (int h = 0; h < GROUPS; ++h) {
+        int gc = tile_col + 128 * h + col;
         if (gc >= N) continue; /* N is a multiple of 8: all 4 columns are in, or none */
 #pragma unroll
         for (int i = 0; i < ROWS_PER_THREAD; ++i)
@@ -325,8 +350,8 @@ __global__ void __launch_bounds__(HopperTile::THREADS, 1)
         int gr = tile_row + first_row + 8 * i;
         if (gr >= M) break; /* rows only grow with i */
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int gc = tile_col + h * HALF_BN + col;
+        for (int h = 0; h < GROUPS; ++h) {
+            int gc = tile_col + 128 * h + col;
             if (gc >= N) continue;
             __half2 pair[2] = {__floats2half2_rn(v[i][4 * h], v[i][4 * h + 1]),
                                __floats2half2_rn(v[i][4 * h + 2], v[i][4 * h + 3])};
@@ -373,46 +398,72 @@ static const char *make_tensor_map(CUtensorMap *map, const __half *base, int row
     return r == CUDA_SUCCESS ? NULL : "cuTensorMapEncodeTiled refused the matrix";
 }
 
-/** @brief 1 when the current GPU runs sm_90a code (compute capability exactly 9.0). */
-static int gpu_is_sm90(void)
+/** @brief The current GPU: does it run sm_90a code (compute capability exactly 9.0), and how many SMs. */
+static void hopper_gpu_facts(int *is_sm90, int *sms)
 {
-    static int known = -1;
-    if (known < 0) {
+    static int known_sm90 = -1, known_sms = 0;
+    if (known_sm90 < 0) {
         int dev = 0, major = 0, minor = 0;
         WB_CUDA_CHECK(cudaGetDevice(&dev));
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-        known = major == 9 && minor == 0;
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&known_sms, cudaDevAttrMultiProcessorCount, dev));
+        known_sm90 = major == 9 && minor == 0;
     }
-    return known;
+    *is_sm90 = known_sm90, *sms = known_sms;
+}
+
+/** @brief Launch v10 with tiles BN wide (the tensor maps' boxes do not depend on BN). */
+template <int BN, typename Epilogue>
+static void launch_hgemm_wgmma_tiles(const CUtensorMap &map_a, const CUtensorMap &map_b, __half *C, int M, int N, int K,
+                                     Epilogue epi)
+{
+    using T = HopperTile<BN>;
+    static bool configured = false; /* one per tile width and epilogue type */
+    if (!configured) { /* more than 48 KB of dynamic shared memory must be asked for */
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma<BN, Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           T::SMEM_BYTES));
+        configured = true;
+    }
+    dim3 grid((N + T::BN - 1) / T::BN, (M + T::BM - 1) / T::BM);
+    hgemm_wgmma_tma<BN><<<grid, T::THREADS, T::SMEM_BYTES>>>(map_a, map_b, C, M, N, K, epi);
+    WB_CHECK_LAUNCH("hgemm_wgmma_tma");
 }
 
 /**
  * @brief Launch v10 with an epilogue (fp16 A, B, C; K and N multiples of 8; an sm_90 GPU).
+ *
+ * One block per SM at a time, so the tile width decides how many waves of blocks the
+ * GPU runs. 128×256 tiles do the most work per byte loaded; but 1024×768 has only 24
+ * of them for 132 SMs. The launcher takes 128×128 tiles when they need fewer waves'
+ * worth of work: waves(BN 128) · ½ < waves(BN 256), a 128-wide tile being half the work.
  * @return NULL, or why it cannot take the shape or the GPU
  */
 template <typename Epilogue>
 static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *C, int M, int N, int K, Epilogue epi)
 {
-    using T = HopperTile;
+    using Wide = HopperTile<256>;
     if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
     if (K % 8 || N % 8) return "needs K and N multiples of 8 (TMA needs 16-byte row strides)";
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
-    if ((M + T::BM - 1) / T::BM > 65535) return "needs M <= 65535 * 128 (grid y limit)";
-    if (!gpu_is_sm90()) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
+    if ((M + Wide::BM - 1) / Wide::BM > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    int is_sm90, sms;
+    hopper_gpu_facts(&is_sm90, &sms);
+    if (!is_sm90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
     CUtensorMap map_a, map_b;
-    const char *why = make_tensor_map(&map_a, A, M, K, T::BM, T::BK);
-    if (!why) why = make_tensor_map(&map_b, B, K, N, T::BK, T::B_BOX_N);
+    const char *why = make_tensor_map(&map_a, A, M, K, Wide::BM, Wide::BK);
+    if (!why) why = make_tensor_map(&map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
     if (why) return why;
-    static bool configured = false; /* one per epilogue type */
-    if (!configured) {
-        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma<Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           T::SMEM_BYTES));
-        configured = true;
-    }
-    dim3 grid((N + T::BN - 1) / T::BN, (M + T::BM - 1) / T::BM);
-    hgemm_wgmma_tma<<<grid, T::THREADS, T::SMEM_BYTES>>>(map_a, map_b, C, M, N, K, epi);
-    WB_CHECK_LAUNCH("hgemm_wgmma_tma");
+    long long rows = (M + Wide::BM - 1) / Wide::BM;
+    long long waves_wide = (rows * ((N + 255) / 256) + sms - 1) / sms;
+    long long waves_narrow = (rows * ((N + 127) / 128) + sms - 1) / sms;
+#ifdef WB_HOPPER_FORCE_BN
+    waves_narrow = WB_HOPPER_FORCE_BN == 128 ? 0 : 1LL << 40;
+#endif
+    if (waves_narrow < 2 * waves_wide)
+        launch_hgemm_wgmma_tiles<128>(map_a, map_b, C, M, N, K, epi);
+    else
+        launch_hgemm_wgmma_tiles<256>(map_a, map_b, C, M, N, K, epi);
     return NULL;
 }
 

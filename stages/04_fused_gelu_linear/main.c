@@ -230,7 +230,7 @@ static int check_sweep(const wb_device *dev, const wb_common_opts *opt, int with
 {
     static const int shapes[][3] = {{1, 1, 1},       {3, 5, 7},        {17, 31, 29},     {64, 64, 64},
                                     {127, 129, 65},  {128, 256, 64},   {257, 264, 72},   {33, 3072, 768},
-                                    {1000, 768, 3072}, {4097, 72, 40}, {8192, 3072, 768}};
+                                    {1000, 768, 3072}, {4097, 72, 40}, {4097, 1000, 520}, {8192, 3072, 768}};
     int checks = 0, failed = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
