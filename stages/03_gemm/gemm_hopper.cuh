@@ -437,6 +437,7 @@ static void launch_hgemm_wgmma_tiles(const CUtensorMap &map_a, const CUtensorMap
  * GPU runs. 128×256 tiles do the most work per byte loaded; but 1024×768 has only 24
  * of them for 132 SMs. The launcher takes 128×128 tiles when they need fewer waves'
  * worth of work: waves(BN 128) · ½ < waves(BN 256), a 128-wide tile being half the work.
+ * Build with -DWB_HOPPER_FORCE_BN=128 (or 256) to measure one width everywhere.
  * @return NULL, or why it cannot take the shape or the GPU
  */
 template <typename Epilogue>
