@@ -140,6 +140,8 @@ def draw(results_dir, out_dir):
             what = "roof = PyTorch SDPA (FA2) on the same GPU"
         elif stage == "10":
             what = "roof = Hugging Face transformers (eager) on the same GPU, where measured"
+        elif stage == "04":
+            what = "roof = cuBLASLt with its GELU_BIAS epilogue"
         else:
             what = "roof = the cuBLAS peer"
         fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — {what}", fontsize=10)
