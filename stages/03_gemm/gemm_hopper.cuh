@@ -419,12 +419,6 @@ static void launch_hgemm_wgmma_tiles(const CUtensorMap &map_a, const CUtensorMap
                                      Epilogue epi)
 {
     using T = HopperTile<BN>;
-    static bool configured = false; /* one per tile width and epilogue type */
-    if (!configured) { /* more than 48 KB of dynamic shared memory must be asked for */
-        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma<BN, Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           T::SMEM_BYTES));
-        configured = true;
-    }
     dim3 grid((N + T::BN - 1) / T::BN, (M + T::BM - 1) / T::BM);
     hgemm_wgmma_tma<BN><<<grid, T::THREADS, T::SMEM_BYTES>>>(map_a, map_b, C, M, N, K, epi);
     WB_CHECK_LAUNCH("hgemm_wgmma_tma");
@@ -455,6 +449,15 @@ static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *
     const char *why = make_tensor_map(&map_a, A, M, K, Wide::BM, Wide::BK);
     if (!why) why = make_tensor_map(&map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
     if (why) return why;
+    static bool configured = false; /* one per epilogue type; both widths at once, so that a first launch
+                                       inside a CUDA graph capture (stage 10) never has to configure */
+    if (!configured) { /* more than 48 KB of dynamic shared memory must be asked for */
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma<256, Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           HopperTile<256>::SMEM_BYTES));
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma<128, Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           HopperTile<128>::SMEM_BYTES));
+        configured = true;
+    }
     long long rows = (M + Wide::BM - 1) / Wide::BM;
     long long waves_wide = (rows * ((N + 255) / 256) + sms - 1) / sms;
     long long waves_narrow = (rows * ((N + 127) / 128) + sms - 1) / sms;
