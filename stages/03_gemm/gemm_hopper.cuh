@@ -24,9 +24,10 @@
  *   (40 per thread) to the consumers (232), whose 64×256 fp32 accumulators take 128.
  *
  * The code is built for `sm_90a` only (the `a` means architecture-specific: these
- * instructions exist on the H100/H200 and nowhere else), in a library of its own; the
- * launcher refuses other GPUs. Like v9, each result passes through `epi(value,
- * column)` before it is rounded to fp16, so stage 04 fuses bias and GELU here too.
+ * instructions exist on compute capability 9.0 — H100, H200 — and nowhere else), in a
+ * library of its own; the launcher refuses other GPUs. Like v9, each result passes
+ * through `epi(value, column)` before it is rounded to fp16, so stage 04 fuses bias
+ * and GELU here too.
  * Contract: K and N multiples of 8 (TMA needs 16-byte row strides), 16-byte aligned
  * pointers, any M.
  */
