@@ -185,8 +185,16 @@ void wb_parse_args_or_exit(int argc, char **argv, const wb_program *prog, wb_com
         wb_print_usage(stdout, prog, extra, n_extra);
         exit(0);
     }
-    if (rc == WB_ARGS_ERROR) {
-        fprintf(stderr, "%s: %s\nTry '%s --help'.\n", prog->name, err, prog->name);
-        exit(WB_EXIT_USAGE);
-    }
+    if (rc == WB_ARGS_ERROR) wb_usage_error_exit(prog, "%s", err);
+}
+
+void wb_usage_error_exit(const wb_program *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog->name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", prog->name);
+    va_end(ap);
+    exit(WB_EXIT_USAGE);
 }

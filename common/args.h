@@ -86,6 +86,19 @@ void wb_print_usage(FILE *out, const wb_program *prog, const wb_option *extra, i
 void wb_parse_args_or_exit(int argc, char **argv, const wb_program *prog, wb_common_opts *common,
                            const wb_option *extra, int n_extra);
 
+/**
+ * @brief A usage error a stage finds after parsing (sizes that do not fit together,
+ *        options that need each other): print `<program>: <message>` and the hint to
+ *        try --help, as the parser does, and exit WB_EXIT_USAGE (2).
+ * @param prog the program
+ * @param fmt  printf-style message, without the program name or a newline
+ */
+void wb_usage_error_exit(const wb_program *prog, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3), noreturn))
+#endif
+    ;
+
 #ifdef __cplusplus
 }
 #endif

@@ -277,9 +277,8 @@ int main(int argc, char **argv)
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
     if (size[0] * size[2] + size[2] * size[1] + size[0] * size[1] > (1LL << 31)) {
-        fprintf(stderr, "%s: X, W and Y together must hold at most 2^31 elements, got --size %lld %lld %lld\n"
-                "Try '%s --help'.\n", prog.name, size[0], size[1], size[2], prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "X, W and Y together must hold at most 2^31 elements, got --size %lld %lld %lld",
+                            size[0], size[1], size[2]);
     }
 
     wb_device dev;

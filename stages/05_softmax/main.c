@@ -269,14 +269,10 @@ int main(int argc, char **argv)
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     if ((rows > 0) != (cols > 0)) {
-        fprintf(stderr, "%s: --rows and --cols go together (got only %s)\nTry '%s --help'.\n", prog.name,
-                rows > 0 ? "--rows" : "--cols", prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "--rows and --cols go together (got only %s)", rows > 0 ? "--rows" : "--cols");
     }
     if (rows * cols > (1LL << 30)) {
-        fprintf(stderr, "%s: rows x cols must be at most 2^30 elements, got %lld\nTry '%s --help'.\n", prog.name,
-                rows * cols, prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "rows x cols must be at most 2^30 elements, got %lld", rows * cols);
     }
 
     wb_device dev;

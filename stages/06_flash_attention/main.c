@@ -280,11 +280,8 @@ int main(int argc, char **argv)
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
     if (shape[0] > 0 && (shape[3] > ATTENTION_MAX_HEAD_DIM || shape[0] * shape[1] > 65535 ||
                          shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 30))) {
-        fprintf(stderr,
-                "%s: --shape needs d <= %d, B*H <= 65535 and B*H*N*d <= 2^30; got %lld %lld %lld %lld\n"
-                "Try '%s --help'.\n",
-                prog.name, ATTENTION_MAX_HEAD_DIM, shape[0], shape[1], shape[2], shape[3], prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "--shape needs d <= %d, B*H <= 65535 and B*H*N*d <= 2^30; got %lld %lld %lld %lld",
+                            ATTENTION_MAX_HEAD_DIM, shape[0], shape[1], shape[2], shape[3]);
     }
 
     wb_device dev;

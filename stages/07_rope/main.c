@@ -270,9 +270,8 @@ int main(int argc, char **argv)
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 5);
     if (shape[3] % 2 || shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 30) || start + shape[2] > (1 << 24)) {
-        fprintf(stderr, "%s: --shape needs an even d, B·H·N·d <= 2^30 and start + N <= 2^24; got %lld %lld %lld %lld, start %lld\n"
-                "Try '%s --help'.\n", prog.name, shape[0], shape[1], shape[2], shape[3], start, prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "--shape needs an even d, B·H·N·d <= 2^30 and start + N <= 2^24; got %lld %lld %lld %lld, "
+                            "start %lld", shape[0], shape[1], shape[2], shape[3], start);
     }
 
     wb_device dev;

@@ -448,9 +448,8 @@ int main(int argc, char **argv)
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     if (shape[0] > 0 && shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 29)) {
-        fprintf(stderr, "%s: --shape needs B*H*N*d <= 2^29; got %lld %lld %lld %lld\nTry '%s --help'.\n", prog.name,
-                shape[0], shape[1], shape[2], shape[3], prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "--shape needs B*H*N*d <= 2^29; got %lld %lld %lld %lld", shape[0], shape[1],
+                            shape[2], shape[3]);
     }
     if (memory) {
         print_memory_table((uint64_t)opt.seed);

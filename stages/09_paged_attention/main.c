@@ -321,15 +321,11 @@ int main(int argc, char **argv)
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     long long hkv = kv_heads ? kv_heads : shape[1];
     if (shape[0] > 0 && (shape[1] % hkv || shape[0] > 65535 || shape[0] * hkv * shape[2] * shape[3] > (1LL << 31))) {
-        fprintf(stderr,
-                "%s: --shape needs Hq a multiple of --kv-heads, B <= 65535 and B*Hkv*N*d <= 2^31; got %lld %lld %lld "
-                "%lld with %lld KV heads\nTry '%s --help'.\n",
-                prog.name, shape[0], shape[1], shape[2], shape[3], hkv, prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "--shape needs Hq a multiple of --kv-heads, B <= 65535 and B*Hkv*N*d <= 2^31; "
+                            "got %lld %lld %lld %lld with %lld KV heads", shape[0], shape[1], shape[2], shape[3], hkv);
     }
     if (kv_heads && !shape[0]) {
-        fprintf(stderr, "%s: --kv-heads goes with --shape\nTry '%s --help'.\n", prog.name, prog.name);
-        return WB_EXIT_USAGE;
+        wb_usage_error_exit(&prog, "--kv-heads goes with --shape");
     }
 
     wb_device dev;

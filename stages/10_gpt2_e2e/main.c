@@ -351,21 +351,13 @@ int main(int argc, char **argv)
                              "earlier stages' kernels.", variant_ids};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 10);
-    if (prompt && (!vocab || !merges)) {
-        fprintf(stderr, "%s: --prompt needs --vocab and --merges (or give --prompt-ids)\nTry '%s --help'.\n", prog.name, prog.name);
-        return WB_EXIT_USAGE;
-    }
-    if (prompt && prompt_ids) {
-        fprintf(stderr, "%s: give --prompt or --prompt-ids, not both\nTry '%s --help'.\n", prog.name, prog.name);
-        return WB_EXIT_USAGE;
-    }
+    if (prompt && (!vocab || !merges))
+        wb_usage_error_exit(&prog, "--prompt needs --vocab and --merges (or give --prompt-ids)");
+    if (prompt && prompt_ids) wb_usage_error_exit(&prog, "give --prompt or --prompt-ids, not both");
     int *ids = NULL, n_ids = 0;
     if (!prompt) {
         const char *why = parse_ids(prompt_ids ? prompt_ids : "464,2068,7586,21831", &ids, &n_ids);
-        if (why) {
-            fprintf(stderr, "%s: %s, got '%s'\nTry '%s --help'.\n", prog.name, why, prompt_ids, prog.name);
-            return WB_EXIT_USAGE;
-        }
+        if (why) wb_usage_error_exit(&prog, "%s, got '%s'", why, prompt_ids);
     }
     /* the weights and the tokenizer are read before any CUDA call: a bad file is a usage error (exit 2) on any machine */
     gpt2_model model;
@@ -387,10 +379,7 @@ int main(int argc, char **argv)
     }
     gpt2_tokenizer *tok = NULL;
     if (vocab || merges) {
-        if (!vocab || !merges) {
-            fprintf(stderr, "%s: --vocab and --merges go together\nTry '%s --help'.\n", prog.name, prog.name);
-            return WB_EXIT_USAGE;
-        }
+        if (!vocab || !merges) wb_usage_error_exit(&prog, "--vocab and --merges go together");
         tok = tok_load(vocab, merges, err, sizeof err);
         if (!tok) {
             fprintf(stderr, "%s: %s\n", prog.name, err);
