@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "cuda_check.h"
+#include "mma_ptx.cuh" /* ldmatrix_x4(_trans), mma_16x8x16, cp_async_16/commit/wait */
 
 /** @brief The epilogue of a plain GEMM: C = A·B as computed. */
 struct GemmIdentity {
@@ -180,64 +181,6 @@ struct MmaTile {
  */
 #define MMA_CONFIG MmaTile<128, 256, 64, 64, 64, 3>
 
-/** @brief Copy 16 bytes global → shared without passing through registers; zero-fill when !pred. */
-[[maybe_unused]] static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool pred)
-{
-#if __CUDA_ARCH__ >= 800
-    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    int bytes = pred ? 16 : 0; /* 0: read nothing, write 16 zeros */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
-#endif
-}
-
-/** @brief Close the group of cp.async issued so far. */
-[[maybe_unused]] static __device__ __forceinline__ void cp_async_commit()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-/** @brief Wait until at most N groups of cp.async are still in flight. */
-template <int N>
-[[maybe_unused]] static __device__ __forceinline__ void cp_async_wait()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
-/** @brief Four 8×8 fp16 matrices from shared memory into a warp's registers (ldmatrix.x4). */
-[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half *p)
-{
-#if __CUDA_ARCH__ >= 800
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-#endif
-}
-
-/** @brief The same, transposed on the way (for B, stored k-major but wanted column-major). */
-[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const __half *p)
-{
-#if __CUDA_ARCH__ >= 800
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-#endif
-}
-
-/** @brief d += a·b on one 16×8×16 tile: fp16 inputs, fp32 accumulators (mma.sync, HMMA). */
-[[maybe_unused]] static __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
 /**
  * @brief v9 — tensor cores through `mma.sync` m16n8k16, fed by `ldmatrix`, with a
  *        3-stage `cp.async` pipeline (sm_80 and later).
@@ -278,14 +221,14 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
             int c = t + i * THREADS;
             int ar = c / (BK / 8), ac = (c % (BK / 8)) * 8, gr = tile_row + ar, gc = k0 + ac;
             bool ok = gr < M && gc < K;
-            cp_async16(as + ar * AS + ac, ok ? A + (long long)gr * K + gc : A, ok);
+            cp_async_16(as + ar * AS + ac, ok ? A + (long long)gr * K + gc : A, ok ? 16 : 0);
         }
 #pragma unroll
         for (int i = 0; i < BK * BN / 8 / THREADS; ++i) {
             int c = t + i * THREADS;
             int br = c / (BN / 8), bc = (c % (BN / 8)) * 8, gbr = k0 + br, gbc = tile_col + bc;
             bool ok = gbr < K && gbc < N;
-            cp_async16(bs + br * BS + bc, ok ? B + (long long)gbr * N + gbc : B, ok);
+            cp_async_16(bs + br * BS + bc, ok ? B + (long long)gbr * N + gbc : B, ok ? 16 : 0);
         }
     };
 
@@ -318,7 +261,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
 #pragma unroll
             for (int i = 0; i < MT; ++i)
 #pragma unroll
-                for (int j = 0; j < NT; ++j) mma_16816(acc[i][j], a[i], b[j][0], b[j][1]);
+                for (int j = 0; j < NT; ++j) mma_16x8x16(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
     cp_async_wait<0>();
