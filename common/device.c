@@ -88,11 +88,25 @@ void wb_device_print(const wb_device *dev, FILE *out)
                 dev->copy_gbps);
 }
 
+void wb_current_gpu(int *cc, int *sm_count)
+{
+    static int known_cc = -1, known_sms = 0;
+    if (known_cc < 0) {
+        int device = 0, major = 0, minor = 0;
+        WB_CUDA_CHECK(cudaGetDevice(&device));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&known_sms, cudaDevAttrMultiProcessorCount, device));
+        known_cc = major * 10 + minor;
+    }
+    if (cc) *cc = known_cc;
+    if (sm_count) *sm_count = known_sms;
+}
+
 int wb_blocks_to_fill_gpu(const void *kernel, int threads_per_block, size_t dynamic_smem_bytes)
 {
-    int device = 0, sms = 0, per_sm = 0;
-    WB_CUDA_CHECK(cudaGetDevice(&device));
-    WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    int sms = 0, per_sm = 0;
+    wb_current_gpu(NULL, &sms);
     WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads_per_block,
                                                                 dynamic_smem_bytes));
     return sms * (per_sm > 0 ? per_sm : 1);

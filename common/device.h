@@ -64,6 +64,14 @@ double wb_measure_copy_bandwidth(wb_device *dev);
 void wb_device_print(const wb_device *dev, FILE *out);
 
 /**
+ * @brief The current GPU's compute capability (10·major + minor) and SM count,
+ *        asked of the driver once per process: for launchers that run on every
+ *        step of a hot loop (stage 10 calls some ~100 times per decode step) and
+ *        have no wb_device at hand. Either pointer may be NULL.
+ */
+void wb_current_gpu(int *cc, int *sm_count);
+
+/**
  * @brief Blocks of `threads_per_block` threads that fill every SM once (SMs ×
  *        resident blocks per SM, from the occupancy calculator): the grid size of
  *        a grid-stride kernel.

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "cuda_check.h"
+#include "device.h" /* wb_current_gpu */
 
 /**
  * @brief v10's shape, in one place. BN is 256 (one m64n256k16 wgmma wide), or 128 for
@@ -399,21 +400,6 @@ static const char *make_tensor_map(CUtensorMap *map, const __half *base, int row
     return r == CUDA_SUCCESS ? NULL : "cuTensorMapEncodeTiled refused the matrix";
 }
 
-/** @brief The current GPU: does it run sm_90a code (compute capability exactly 9.0), and how many SMs. */
-static void hopper_gpu_facts(int *is_sm90, int *sms)
-{
-    static int known_sm90 = -1, known_sms = 0;
-    if (known_sm90 < 0) {
-        int dev = 0, major = 0, minor = 0;
-        WB_CUDA_CHECK(cudaGetDevice(&dev));
-        WB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-        WB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-        WB_CUDA_CHECK(cudaDeviceGetAttribute(&known_sms, cudaDevAttrMultiProcessorCount, dev));
-        known_sm90 = major == 9 && minor == 0;
-    }
-    *is_sm90 = known_sm90, *sms = known_sms;
-}
-
 /** @brief Launch v10 with tiles BN wide (the tensor maps' boxes do not depend on BN). */
 template <int BN, typename Epilogue>
 static void launch_hgemm_wgmma_tiles(const CUtensorMap &map_a, const CUtensorMap &map_b, __half *C, int M, int N, int K,
@@ -443,9 +429,9 @@ static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *
     if (K % 8 || N % 8) return "needs K and N multiples of 8 (TMA needs 16-byte row strides)";
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
     if ((M + Wide::BM - 1) / Wide::BM > 65535) return "needs M <= 65535 * 128 (grid y limit)";
-    int is_sm90, sms;
-    hopper_gpu_facts(&is_sm90, &sms);
-    if (!is_sm90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
+    int cc, sms;
+    wb_current_gpu(&cc, &sms);
+    if (cc != 90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
     CUtensorMap map_a, map_b;
     const char *why = make_tensor_map(&map_a, A, M, K, Wide::BM, Wide::BK);
     if (!why) why = make_tensor_map(&map_b, B, K, N, Wide::BK, Wide::B_BOX_N);

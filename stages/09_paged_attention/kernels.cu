@@ -19,6 +19,7 @@
 #include "02_reduction/block_reduce.cuh" /* stage 02: block_allreduce */
 #include "08_paged_kv_cache/kernels.h" /* stage 08's gather, for v1 */
 #include "cuda_check.h"
+#include "device.h" /* wb_current_gpu */
 #include "dtype_device.cuh"
 #include "kernels.h"
 
@@ -291,9 +292,7 @@ static int partition_tokens_for(const decode_problem *p)
 {
     static int sms = 0, per_sm = 0; /* asked once per kernel: this runs on every decode step's launch */
     if (!sms) {
-        int device;
-        WB_CUDA_CHECK(cudaGetDevice(&device));
-        WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        wb_current_gpu(NULL, &sms);
         WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, paged_decode_partition<T, D, Rows>,
                                                                     DECODE_WARPS * 32, 0));
     }

@@ -76,11 +76,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->cfg = *c, e->dtype = dtype, e->max_seqs = max_seqs;
     e->max_tokens = max_tokens < max_seqs ? max_seqs : max_tokens;
     int C = c->C, V = c->vocab, L = c->n_layer, H = c->n_head, d = C / H;
-    int dev;
-    struct cudaDeviceProp prop;
-    WB_CUDA_CHECK(cudaGetDevice(&dev));
-    WB_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-    int cc = prop.major * 10 + prop.minor;
+    int cc;
+    wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp16: v5, the Hopper GEMM, on a compute capability 9.0 GPU, else v4),
      * stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
     e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v5" : "v4") : "v3", dtype);

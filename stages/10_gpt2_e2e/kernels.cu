@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "cuda_check.h"
+#include "device.h" /* wb_current_gpu */
 #include "dtype_device.cuh"
 #include "kernels.h"
 
@@ -204,21 +205,10 @@ __global__ void small_m_finish(const float *partial, const float *bias, T *Y, in
     store(Y, i, s);
 }
 
-/** @brief The GPU's SM count, asked once (the small-M linear runs ~100 times per decode step). */
-static int sm_count(void)
-{
-    static int sms = 0;
-    if (!sms) {
-        int device;
-        WB_CUDA_CHECK(cudaGetDevice(&device));
-        WB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    }
-    return sms;
-}
-
 size_t gpt2_small_m_workspace_floats(int N, int K)
 {
-    int sms = sm_count();
+    int sms;
+    wb_current_gpu(NULL, &sms);
     /* splits·N <= (4·SMs/col_blocks + 1)·N + ceil(K/256)·N, and 4·SMs·N/col_blocks <= 4·SMs·256 */
     return (size_t)SMALL_M_ROWS * ((size_t)4 * sms * 256 + (size_t)N * (2 + (K + SMALL_M_K_CHUNK - 1) / SMALL_M_K_CHUNK));
 }
@@ -227,7 +217,8 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
                                 int K, int gelu, float *workspace, size_t workspace_floats)
 {
     if (M < 1 || M > SMALL_M_ROWS) return "small-M linear: needs 1 <= M <= 8";
-    int sms = sm_count();
+    int sms; /* asked of the driver once per process (common/): this runs ~100 times per decode step */
+    wb_current_gpu(NULL, &sms);
     /* enough K slices for about 4 blocks per SM, each slice at most SMALL_M_K_CHUNK rows */
     int col_blocks = (N + 255) / 256;
     int splits = (4 * sms + col_blocks - 1) / col_blocks;
