@@ -205,8 +205,9 @@ static int bench(const wb_device *dev, const wb_common_opts *opt, const int (*sh
                 rows[i].roof = peer;
                 wb_report_add(&rep, &rows[i]);
             }
-            if (t == 0 && n >= 3 && ms[0] > 0 && ms[2] > 0 && with_bias) {
-                /* rows 0 and 2 are v1 and v3. v1 moves Y 5 times, v3 once. Time what fusion removes
+            if (t == 0 && n >= 3 && strcmp(ran[0]->id, "v1") == 0 && strcmp(ran[2]->id, "v3") == 0 && ms[0] > 0 &&
+                ms[2] > 0 && with_bias) {
+                /* rows 0 and 2 are v1 and v3 (all fp32 variants ran: no --variant). v1 moves Y 5 times, v3 once. Time what fusion removes
                  * (one round trip of Y, and v1's two), and what the fused epilogue costs inside the GEMM. */
                 wb_timing one, both, gemm;
                 const char *why = wb_time_runs(dev, round_trip, &p, (int)opt->warmup, (int)opt->iters, &one);
