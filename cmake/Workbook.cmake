@@ -68,9 +68,20 @@ function(wb_add_stage number name)
     "args_iters_zero|2|--iters|0|--iters wants an integer in 1\\.\\.")
   wb_add_exit_tests(${stage} ${target} ${cases})
 
-  # sanitize: memcheck and racecheck over the --check sweep, where both a GPU and
-  # compute-sanitizer are present.
+  # sanitize: the four compute-sanitizer tools over the --check sweep, where both
+  # a GPU and compute-sanitizer are present: memcheck (out-of-bounds and
+  # misaligned accesses, leaks), racecheck (shared-memory hazards), initcheck
+  # (reads of device memory nothing wrote) and synccheck (barriers not reached by
+  # every thread they name). Every finding is fixed, never suppressed.
   if(WB_SANITIZER_TESTS)
+    add_test(NAME ${stage}_initcheck
+             COMMAND ${WB_COMPUTE_SANITIZER} --tool initcheck --error-exitcode 1
+                     $<TARGET_FILE:${target}> --check ${S_MEMCHECK_ARGS})
+    add_test(NAME ${stage}_synccheck
+             COMMAND ${WB_COMPUTE_SANITIZER} --tool synccheck --error-exitcode 1
+                     $<TARGET_FILE:${target}> --check ${S_MEMCHECK_ARGS})
+    set_tests_properties(${stage}_initcheck ${stage}_synccheck PROPERTIES
+                         SKIP_RETURN_CODE 77 LABELS "${stage};gpu;sanitize" TIMEOUT 1800)
     add_test(NAME ${stage}_memcheck
              COMMAND ${WB_COMPUTE_SANITIZER} --tool memcheck --leak-check full --error-exitcode 1
                      $<TARGET_FILE:${target}> --check ${S_MEMCHECK_ARGS})

@@ -30,6 +30,15 @@ void wb_device_open_or_skip(wb_device *dev, const char *program)
     dev->smem_per_sm = p.sharedMemPerMultiprocessor;
     dev->l2_bytes = (size_t)p.l2CacheSize;
     dev->global_mem_bytes = p.totalGlobalMem;
+    if (wb_emulating_t4()) { /* the T4's facts (TU104, sm_75) for every decision the program makes */
+        snprintf(dev->name, sizeof dev->name, "%.200s (taking the T4's path)", p.name);
+        dev->cc_major = 7;
+        dev->cc_minor = 5;
+        dev->sm_count = 40;
+        dev->max_threads_per_sm = 1024;
+        dev->smem_per_block_optin = 64 * 1024;
+        dev->smem_per_sm = 64 * 1024;
+    }
     dev->l2_flush_bytes = 2 * dev->l2_bytes;
     if (dev->l2_flush_bytes > 0) dev->l2_flush = wb_device_alloc(dev->l2_flush_bytes, "L2 flush buffer");
 }
@@ -98,9 +107,16 @@ void wb_current_gpu(int *cc, int *sm_count)
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&known_sms, cudaDevAttrMultiProcessorCount, device));
         known_cc = major * 10 + minor;
+        if (wb_emulating_t4()) known_cc = 75, known_sms = 40;
     }
     if (cc) *cc = known_cc;
     if (sm_count) *sm_count = known_sms;
+}
+
+int wb_emulating_t4(void)
+{
+    const char *v = getenv("WB_EMULATE_T4");
+    return v && *v && strcmp(v, "0") != 0;
 }
 
 int wb_blocks_to_fill_gpu(const void *kernel, int threads_per_block, size_t dynamic_smem_bytes)

@@ -44,6 +44,13 @@ typedef struct {
  * With no usable CUDA device it prints one line — `<program>: no CUDA device
  * found (<reason>); GPU variants not run` — and exits with WB_EXIT_NO_DEVICE (77).
  * Parse arguments before calling this, so argument errors look the same everywhere.
+ *
+ * With the environment variable `WB_EMULATE_T4=1` the program takes the T4's
+ * path on whatever GPU it runs: the device reports compute capability 7.5, 40
+ * SMs, 1024 threads and 64 KB of shared memory per SM (wb_current_gpu too), so
+ * variants that need sm_80 or sm_90 are skipped and launchers size their grids
+ * for 40 SMs. The kernels still run on the real GPU. The T4 fitness test records
+ * the launches of that path (tests/t4/); nothing else uses it.
  */
 void wb_device_open_or_skip(wb_device *dev, const char *program);
 
@@ -70,6 +77,9 @@ void wb_device_print(const wb_device *dev, FILE *out);
  *        have no wb_device at hand. Either pointer may be NULL.
  */
 void wb_current_gpu(int *cc, int *sm_count);
+
+/** @brief 1 when `WB_EMULATE_T4` asks the program to take the T4's path (see wb_device_open_or_skip). */
+int wb_emulating_t4(void);
 
 /**
  * @brief Blocks of `threads_per_block` threads that fill every SM once (SMs ×

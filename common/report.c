@@ -19,7 +19,23 @@ static double speedup_of(const wb_report *r, const wb_row *row)
 
 static double pct_of_roof(const wb_row *row)
 {
-    return row->status == WB_ROW_RAN && row->roof > 0 ? 100.0 * row->throughput / row->roof : NAN;
+    return row->status == WB_ROW_RAN && row->roof > 0 && isfinite(row->roof) ? 100.0 * row->throughput / row->roof
+                                                                              : NAN;
+}
+
+/** The table a row belongs to: its problem and its size. */
+static void table_key(char *key, size_t cap, const wb_row *row)
+{
+    snprintf(key, cap, "%s\x1f%s", row->problem ? row->problem : "", row->size ? row->size : "");
+}
+
+/** A number for the table, or "-" where the column has no value (never "nan"). */
+static void cell(char *out, size_t cap, const char *fmt, double x)
+{
+    if (isfinite(x))
+        snprintf(out, cap, fmt, x);
+    else
+        snprintf(out, cap, "-");
 }
 
 void wb_report_add(wb_report *r, const wb_row *row)
@@ -28,10 +44,14 @@ void wb_report_add(wb_report *r, const wb_row *row)
         fprintf(stderr, "wb_report: more than %d rows; row %s dropped\n", r->n_rows, row->variant);
         return;
     }
-    if (strcmp(r->speedup_base, row->problem) != 0) {
-        snprintf(r->speedup_base, sizeof r->speedup_base, "%s", row->problem);
+    /* A table is one problem at one size: a new title (and a new v1 to compare
+     * against) whenever either changes, so no rows ever sit under another size's title. */
+    char key[sizeof r->speedup_base];
+    table_key(key, sizeof key, row);
+    if (r->n_rows == 0 || strcmp(r->speedup_base, key) != 0) {
+        snprintf(r->speedup_base, sizeof r->speedup_base, "%s", key);
         r->v1_ms = 0;
-        fprintf(r->out, "\n%s, %s\n", row->problem, row->size);
+        fprintf(r->out, "\n%s, %s\n", row->problem, row->size ? row->size : "-");
         fprintf(r->out, "%-9s | %-48s | %13s | %9s | %9s | %7s | %-22s | %s\n", "variant", "what it does",
                 "time (median)", row->unit, "% of roof", "vs v1", "max error (of tol)", "ok");
         fprintf(r->out, "----------+--------------------------------------------------+---------------+-----------+"
@@ -53,13 +73,17 @@ void wb_report_add(wb_report *r, const wb_row *row)
         fprintf(r->out, "%-9s | %-48.48s | %s\n", name, row->what, row->note ? row->note : "");
         return;
     }
-    char err[32];
-    snprintf(err, sizeof err, "%.2g (%.2f)", row->max_err, row->err_over_tol);
-    double speedup = speedup_of(r, row);
-    char vs_v1[16] = "      -";
-    if (isfinite(speedup)) snprintf(vs_v1, sizeof vs_v1, "%6.2fx", speedup);
-    fprintf(r->out, "%-9s | %-48.48s | %10.4f ms | %9.1f | %8.1f%% | %7s | %-22s | %s\n", name, row->what,
-            row->time.median_ms, row->throughput, pct_of_roof(row), vs_v1, err, row->ok ? "ok" : "FAIL");
+    char err[40] = "-", err_val[16], err_frac[16], time[24], tput[16], pct[16], vs_v1[16];
+    cell(err_val, sizeof err_val, "%.2g", row->max_err);
+    cell(err_frac, sizeof err_frac, "%.2f", row->err_over_tol);
+    if (isfinite(row->max_err) || isfinite(row->err_over_tol))
+        snprintf(err, sizeof err, "%s (%s)", err_val, err_frac);
+    cell(time, sizeof time, "%10.4f ms", row->time.median_ms);
+    cell(tput, sizeof tput, "%9.1f", row->throughput);
+    cell(pct, sizeof pct, "%8.1f%%", pct_of_roof(row));
+    cell(vs_v1, sizeof vs_v1, "%6.2fx", speedup_of(r, row));
+    fprintf(r->out, "%-9s | %-48.48s | %13s | %9s | %9s | %7s | %-22s | %s\n", name, row->what, time, tput, pct,
+            vs_v1, err, row->ok ? "ok" : "FAIL");
 }
 
 /* CSV fields are ours (no commas or quotes) except the GPU name and free text: quote those. */
@@ -82,6 +106,13 @@ static void csv_field(FILE *f, const char *s)
         fputs(s ? s : "", f);
 }
 
+/** ",<number>", or "," alone where the field has no value (no roof, no v1): never "nan". */
+static void csv_number(FILE *f, const char *fmt, double x)
+{
+    fputc(',', f);
+    if (isfinite(x)) fprintf(f, fmt, x);
+}
+
 int wb_report_write_csv(const wb_report *r, const char *path)
 {
     if (!path) return 0;
@@ -93,10 +124,11 @@ int wb_report_write_csv(const wb_report *r, const char *path)
     fprintf(f, "gpu,stage,problem,size,variant,name,peer,time_ms,time_ms_min,time_ms_max,"
                "throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok\n");
     double v1_ms = 0;
-    const char *problem = "";
+    char table[sizeof r->speedup_base] = "", key[sizeof r->speedup_base];
     for (int i = 0; i < r->n_rows; ++i) {
         const wb_row *row = &r->rows[i];
-        if (strcmp(problem, row->problem) != 0) problem = row->problem, v1_ms = 0;
+        table_key(key, sizeof key, row);
+        if (i == 0 || strcmp(table, key) != 0) snprintf(table, sizeof table, "%s", key), v1_ms = 0;
         if (row->status == WB_ROW_RAN && strcmp(row->variant, "v1") == 0) v1_ms = row->time.median_ms;
         if (row->status != WB_ROW_RAN) continue;
         csv_text(f, r->gpu);
@@ -106,10 +138,18 @@ int wb_report_write_csv(const wb_report *r, const char *path)
         csv_field(f, row->size);
         fprintf(f, ",%s,", row->variant);
         csv_text(f, row->what);
-        fprintf(f, ",%d,%.6f,%.6f,%.6f,%.4f,%s,%.4f,%.2f,%.4f,%.3g,%.4f,%d\n", row->is_peer,
-                row->time.median_ms, row->time.min_ms, row->time.max_ms, row->throughput, row->unit,
-                row->roof, pct_of_roof(row), v1_ms > 0 ? v1_ms / row->time.median_ms : 0.0,
-                row->max_err, row->err_over_tol, row->ok);
+        fprintf(f, ",%d", row->is_peer);
+        csv_number(f, "%.6f", row->time.median_ms);
+        csv_number(f, "%.6f", row->time.min_ms);
+        csv_number(f, "%.6f", row->time.max_ms);
+        csv_number(f, "%.4f", row->throughput);
+        fprintf(f, ",%s", row->unit);
+        csv_number(f, "%.4f", row->roof > 0 ? row->roof : NAN);
+        csv_number(f, "%.2f", pct_of_roof(row));
+        csv_number(f, "%.4f", v1_ms > 0 ? v1_ms / row->time.median_ms : NAN);
+        csv_number(f, "%.3g", row->max_err);
+        csv_number(f, "%.4f", row->err_over_tol);
+        fprintf(f, ",%d\n", row->ok);
     }
     if (fclose(f) != 0) {
         perror(path);

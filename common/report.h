@@ -2,9 +2,11 @@
  * @file report.h
  * @brief The results table every stage prints, and the CSV the plots read.
  *
- * Rows are printed as they are added, grouped under the problem they solve, in
- * teaching order (v1, v2, …, then the peer): the progression is the lesson, so
- * rows are never sorted by speed. One CSV schema serves all stages:
+ * Rows are printed as they are added, in teaching order (v1, v2, …, then the
+ * peer): the progression is the lesson, so rows are never sorted by speed. Each
+ * table is one problem at one size and starts with a title line naming both; a
+ * column with no value (no roof, no v1 to compare with) prints `-`, never
+ * `nan`, and is left empty in the CSV. One CSV schema serves all stages:
  *
  *     gpu,stage,problem,size,variant,name,peer,time_ms,time_ms_min,time_ms_max,
  *     throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok
@@ -53,7 +55,7 @@ typedef struct {
     int n_rows;            /**< rows so far */
     wb_row rows[256];      /**< the rows; problem, size and note point into `text` */
     char text[256][3][96]; /**< copies of each row's problem, size and note */
-    char speedup_base[256]; /**< problem of the current v1 */
+    char speedup_base[256]; /**< the current table (problem and size), whose v1 is `v1_ms` */
     double v1_ms;          /**< time of v1 of the current problem */
 } wb_report;
 

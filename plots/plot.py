@@ -62,7 +62,7 @@ def read_csv(path):
         rows = list(csv.DictReader(f))
     for r in rows:
         for k in ("time_ms", "throughput", "roof", "pct_roof", "speedup_vs_v1", "max_err"):
-            r[k] = float(r[k])
+            r[k] = float(r[k]) if r[k] not in ("", "-") else float("nan")  # empty: no value
         r["peer"] = r["peer"] == "1"
         r["ok"] = r["ok"] == "1"
     return rows

@@ -251,11 +251,82 @@ static void test_csv(void)
     EXPECT(!wb_report_all_ok(&rep));
 }
 
+/** Reads a whole (small) file into `buf`; returns its length. */
+static size_t slurp(FILE *f, char *buf, size_t cap)
+{
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    return n;
+}
+
+/** Counts the occurrences of `needle` in `hay`. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+static void test_report(void)
+{
+    static wb_report rep;
+    FILE *sink = tmpfile();
+    EXPECT(sink != NULL);
+    if (!sink) return;
+    wb_report_begin(&rep, "stage99", "Test GPU", sink);
+    /* The same problem at two sizes: each size gets its own title line and its own v1. */
+    wb_row row = {.problem = "softmax, fp32", .size = "8192x8192", .variant = "v1", .what = "naive", .unit = "GB/s"};
+    row.time.median_ms = 4.0;
+    row.throughput = 100.0;
+    row.roof = 0;      /* no roof: the % column has no value */
+    row.ok = 1;
+    wb_report_add(&rep, &row);
+    row.variant = "v2";
+    row.time.median_ms = 2.0;
+    wb_report_add(&rep, &row);
+    row.size = "32768x1024";
+    row.variant = "v2"; /* no v1 at this size: "vs v1" has no value */
+    row.max_err = NAN;  /* and no error was measured */
+    row.err_over_tol = NAN;
+    wb_report_add(&rep, &row);
+    row.variant = "v3";
+    row.status = WB_ROW_SKIPPED;
+    row.note = "skipped: needs sm_80";
+    wb_report_add(&rep, &row);
+    static char text[8192];
+    slurp(sink, text, sizeof text);
+    fclose(sink);
+    EXPECT(strstr(text, "\nsoftmax, fp32, 8192x8192\n") != NULL);
+    EXPECT(strstr(text, "\nsoftmax, fp32, 32768x1024\n") != NULL);
+    EXPECT(count_of(text, "variant   | what it does") == 2); /* a header under each title */
+    /* the 32768x1024 title comes before its rows, after the 8192x8192 rows */
+    const char *second_title = strstr(text, "softmax, fp32, 32768x1024");
+    EXPECT(second_title && strstr(text, "2.00x") && strstr(text, "2.00x") < second_title);
+    EXPECT(strstr(text, "nan") == NULL && strstr(text, "NAN") == NULL);
+    EXPECT(strstr(text, "|         - |") != NULL); /* the % of roof column */
+    EXPECT(strstr(text, "|       - |") != NULL);   /* vs v1 at the second size */
+
+    const char *path = "test_common_report_nan.csv";
+    EXPECT(wb_report_write_csv(&rep, path) == 0);
+    FILE *f = fopen(path, "r");
+    EXPECT(f != NULL);
+    if (!f) return;
+    slurp(f, text, sizeof text);
+    fclose(f);
+    remove(path);
+    EXPECT(strstr(text, "nan") == NULL);
+    /* v2 at the second size: no roof, no % of roof, no speedup, no error: empty fields */
+    EXPECT(strstr(text, "32768x1024,v2,\"naive\",0,2.000000,0.000000,0.000000,100.0000,GB/s,,,,,,1\n") != NULL);
+    /* v2 at the first size: 2x its own v1 */
+    EXPECT(strstr(text, "8192x8192,v2,\"naive\",0,2.000000,0.000000,0.000000,100.0000,GB/s,,,2.0000,0,0.0000,1\n") != NULL);
+}
+
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {
         {"args", test_args}, {"compare", test_compare}, {"rows", test_rows}, {"rng", test_rng},
-        {"fp16", test_fp16}, {"median", test_median},   {"csv", test_csv},
+        {"fp16", test_fp16}, {"median", test_median},   {"csv", test_csv}, {"report", test_report},
     };
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

@@ -354,29 +354,21 @@ int main(int argc, char **argv)
     if (prompt && (!vocab || !merges))
         wb_usage_error_exit(&prog, "--prompt needs --vocab and --merges (or give --prompt-ids)");
     if (prompt && prompt_ids) wb_usage_error_exit(&prog, "give --prompt or --prompt-ids, not both");
+    if (prompt) {
+        if (!*prompt) wb_usage_error_exit(&prog, "--prompt is empty (give at least one character)");
+        long bad = tok_utf8_error(prompt, strlen(prompt));
+        if (bad >= 0)
+            wb_usage_error_exit(&prog, "--prompt is not valid UTF-8 (byte %ld of %zu, 0x%02x)", bad + 1, strlen(prompt),
+                                (unsigned char)prompt[bad]);
+    }
     int *ids = NULL, n_ids = 0;
     if (!prompt) {
         const char *why = parse_ids(prompt_ids ? prompt_ids : "464,2068,7586,21831", &ids, &n_ids);
         if (why) wb_usage_error_exit(&prog, "%s, got '%s'", why, prompt_ids);
     }
-    /* the weights and the tokenizer are read before any CUDA call: a bad file is a usage error (exit 2) on any machine */
-    gpt2_model model;
-    memset(&model, 0, sizeof model);
+    /* the tokenizer and the weights are read before any CUDA call: a bad file is a usage error (exit 2) on any
+     * machine; the tokenizer first, as it is the cheaper of the two */
     char err[512];
-    if (weights) {
-        if (gpt2_model_load(weights, (int)heads, &model, err, sizeof err)) {
-            fprintf(stderr, "%s: --weights %s: %s\n", prog.name, weights, err);
-            return WB_EXIT_USAGE;
-        }
-    } else if (!opt.check) {
-        gpt2_config cfg = gpt2_config_124m();
-        if (heads) cfg.n_head = (int)heads;
-        if (cfg.C % cfg.n_head) {
-            fprintf(stderr, "%s: --heads %lld does not divide C = %d\n", prog.name, heads, cfg.C);
-            return WB_EXIT_USAGE;
-        }
-        gpt2_model_random(&model, &cfg, (uint64_t)opt.seed);
-    }
     gpt2_tokenizer *tok = NULL;
     if (vocab || merges) {
         if (!vocab || !merges) wb_usage_error_exit(&prog, "--vocab and --merges go together");
@@ -393,6 +385,22 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: --prompt does not encode with this vocabulary\n", prog.name);
             return WB_EXIT_USAGE;
         }
+    }
+    gpt2_model model;
+    memset(&model, 0, sizeof model);
+    if (weights) {
+        if (gpt2_model_load(weights, (int)heads, &model, err, sizeof err)) {
+            fprintf(stderr, "%s: --weights %s: %s\n", prog.name, weights, err);
+            return WB_EXIT_USAGE;
+        }
+    } else if (!opt.check) {
+        gpt2_config cfg = gpt2_config_124m();
+        if (heads) cfg.n_head = (int)heads;
+        if (cfg.C % cfg.n_head) {
+            fprintf(stderr, "%s: --heads %lld does not divide C = %d\n", prog.name, heads, cfg.C);
+            return WB_EXIT_USAGE;
+        }
+        gpt2_model_random(&model, &cfg, (uint64_t)opt.seed);
     }
     if (!opt.check) {
         for (int i = 0; i < n_ids; ++i)

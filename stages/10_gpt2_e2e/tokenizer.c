@@ -87,6 +87,11 @@ static int table_put(table *t, const char *k, int n, int value)
     return 0;
 }
 
+enum {
+    MAX_TOKEN_ID = (1 << 20) - 1, /* GPT-2's largest is 50256; a bigger id is a broken file, not a 12 MB table */
+    MAX_MERGE_PART = 512          /* bytes of one side of a merge (GPT-2's longest token is 128) */
+};
+
 /** @brief The tokenizer's state (opaque to callers). */
 struct gpt2_tokenizer {
     int n_ids;        /**< largest id + 1 */
@@ -182,7 +187,8 @@ static int json_string(const char **p, const char *end, char *out, int cap)
                 }
                 s += 4;
                 break;
-            default: cp = (unsigned char)*s; /* \" \\ \/ */
+            case '"': case '\\': case '/': cp = (unsigned char)*s; break;
+            default: return -1; /* JSON has no other escapes */
             }
             if (n + 3 >= cap) return -1;
             if (cp < 0x80) out[n++] = (char)cp;
@@ -203,11 +209,9 @@ static void skip_ws(const char **p, const char *end)
     while (*p < end && (**p == ' ' || **p == '\n' || **p == '\r' || **p == '\t')) ++*p;
 }
 
-static int load_vocab(gpt2_tokenizer *t, const char *path, char *err, size_t err_len)
+/** Parse vocab.json's `size` bytes at `text`; `path` names it in messages. */
+static int parse_vocab(gpt2_tokenizer *t, const char *path, const char *text, size_t size, char *err, size_t err_len)
 {
-    size_t size;
-    char *text = read_file(path, &size, err, err_len);
-    if (!text) return -1;
     const char *p = text, *end = text + size;
     int rc = -1, cap = 1024;
     char key[1024], raw[1024];
@@ -215,19 +219,21 @@ static int load_vocab(gpt2_tokenizer *t, const char *path, char *err, size_t err
     t->len = calloc((size_t)cap, sizeof(int));
     if (!t->bytes || !t->len || table_init(&t->vocab, 60000)) goto done;
     skip_ws(&p, end);
-    if (p >= end || *p++ != '{') { set_err(err, err_len, "%s: expected a JSON object", path); goto done; }
+    if (p >= end) { set_err(err, err_len, "%s: the file is empty", path); goto done; }
+    if (*p++ != '{') { set_err(err, err_len, "%s: expected a JSON object ({\"token\": id, ...})", path); goto done; }
     for (;;) {
         skip_ws(&p, end);
         if (p < end && *p == '}') break;
         const char *at = p;
         int n = json_string(&p, end, raw, sizeof raw);
         skip_ws(&p, end);
-        if (n < 0 || p >= end || *p++ != ':') { set_err(err, err_len, "%s: bad entry at byte %ld", path, (long)(at - text)); goto done; }
+        if (n < 0) { set_err(err, err_len, "%s: bad token string at byte %ld (unterminated, a bad escape, or over %d bytes)", path, (long)(at - text), (int)sizeof raw - 4); goto done; }
+        if (p >= end || *p++ != ':') { set_err(err, err_len, "%s: expected ':' after the token at byte %ld", path, (long)(at - text)); goto done; }
         skip_ws(&p, end);
         long id = 0;
         int digits = 0;
-        while (p < end && *p >= '0' && *p <= '9' && id < 100000000) id = id * 10 + (*p++ - '0'), digits++;
-        if (!digits || id >= 100000000) { set_err(err, err_len, "%s: bad id at byte %ld", path, (long)(p - text)); goto done; }
+        while (p < end && *p >= '0' && *p <= '9' && id <= MAX_TOKEN_ID) id = id * 10 + (*p++ - '0'), digits++;
+        if (!digits || id > MAX_TOKEN_ID) { set_err(err, err_len, "%s: bad id at byte %ld (ids are integers 0..%d)", path, (long)(p - text), MAX_TOKEN_ID); goto done; }
         int k = chars_to_bytes(t, raw, n, key);
         if (k <= 0) { set_err(err, err_len, "%s: token at byte %ld has a character outside GPT-2's byte map", path, (long)(at - text)); goto done; }
         while (id >= cap) {
@@ -254,18 +260,26 @@ static int load_vocab(gpt2_tokenizer *t, const char *path, char *err, size_t err
         set_err(err, err_len, "%s: expected ',' or '}' at byte %ld", path, (long)(p - text));
         goto done;
     }
+    ++p; /* the '}' */
+    skip_ws(&p, end);
+    if (p < end) { set_err(err, err_len, "%s: unexpected text after the object at byte %ld", path, (long)(p - text)); goto done; }
+    for (int byte = 0; byte < 256; ++byte) { /* byte-level BPE: every input must encode */
+        int id;
+        char one = (char)byte;
+        if (!table_get(&t->vocab, &one, 1, &id)) {
+            set_err(err, err_len, "%s: no token for the byte 0x%02x (a byte-level vocabulary has all 256)", path, byte);
+            goto done;
+        }
+    }
     rc = 0;
 done:
     if (rc && !err[0]) set_err(err, err_len, "%s: out of memory", path);
-    free(text);
     return rc;
 }
 
-static int load_merges(gpt2_tokenizer *t, const char *path, char *err, size_t err_len)
+/** Parse merges.txt's `size` bytes at `text` (cut into lines in place: text[size] must exist). */
+static int parse_merges(gpt2_tokenizer *t, const char *path, char *text, size_t size, char *err, size_t err_len)
 {
-    size_t size;
-    char *text = read_file(path, &size, err, err_len);
-    if (!text) return -1;
     int rc = -1, rank = 0, line_no = 0;
     if (table_init(&t->merges, 60000)) goto done;
     for (char *line = text; line < text + size;) {
@@ -276,12 +290,23 @@ static int load_merges(gpt2_tokenizer *t, const char *path, char *err, size_t er
         *eol = '\0';
         if (line < eol && !(line_no == 1 && strncmp(line, "#version", 8) == 0)) {
             char *sp = strchr(line, ' ');
-            char a[512], b[512], key[1026];
-            int na, nb;
-            if (!sp || sp == line || sp + 1 >= eol || strchr(sp + 1, ' ') ||
-                (na = chars_to_bytes(t, line, (int)(sp - line), a)) <= 0 || na > 500 ||
-                (nb = chars_to_bytes(t, sp + 1, (int)(eol - sp - 1), b)) <= 0 || nb > 500) {
-                set_err(err, err_len, "%s:%d: expected two tokens separated by one space", path, line_no);
+            char a[MAX_MERGE_PART], b[MAX_MERGE_PART], key[2 + 2 * MAX_MERGE_PART];
+            int na, nb, id;
+            /* a part's bytes are at most its characters: check the length before converting into a[] / b[] */
+            if (!sp || sp == line || sp + 1 >= eol || strchr(sp + 1, ' ') || sp - line > MAX_MERGE_PART ||
+                eol - sp - 1 > MAX_MERGE_PART || (na = chars_to_bytes(t, line, (int)(sp - line), a)) <= 0 ||
+                (nb = chars_to_bytes(t, sp + 1, (int)(eol - sp - 1), b)) <= 0) {
+                set_err(err, err_len, "%s:%d: expected two tokens (GPT-2 characters, at most %d each) separated by one space",
+                        path, line_no, MAX_MERGE_PART);
+                goto done;
+            }
+            /* a merge joins two tokens of the vocabulary into a third */
+            memcpy(key, a, (size_t)na), memcpy(key + na, b, (size_t)nb);
+            const char *missing = !table_get(&t->vocab, a, na, &id) ? "first token"
+                                  : !table_get(&t->vocab, b, nb, &id) ? "second token"
+                                  : !table_get(&t->vocab, key, na + nb, &id) ? "merged token" : NULL;
+            if (missing) {
+                set_err(err, err_len, "%s:%d: the merge's %s is not in the vocabulary", path, line_no, missing);
                 goto done;
             }
             key[0] = (char)(na & 255), key[1] = (char)(na >> 8);
@@ -290,23 +315,50 @@ static int load_merges(gpt2_tokenizer *t, const char *path, char *err, size_t er
         }
         line = nl ? nl + 1 : text + size;
     }
+    if (rank == 0) { set_err(err, err_len, "%s: no merges (GPT-2's merges.txt has 50000)", path); goto done; }
     rc = 0;
 done:
     if (rc && !err[0]) set_err(err, err_len, "%s: out of memory", path);
-    free(text);
     return rc;
 }
 
-gpt2_tokenizer *tok_load(const char *vocab_json, const char *merges_txt, char *err, size_t err_len)
+/** Both files' bytes to a tokenizer; `merges` is cut into lines in place (merges[merges_len] must exist). */
+static gpt2_tokenizer *parse_both(const char *vocab_name, const char *vocab, size_t vocab_len, const char *merges_name,
+                                  char *merges, size_t merges_len, char *err, size_t err_len)
 {
     gpt2_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return set_err(err, err_len, "out of memory"), NULL;
     err[0] = '\0';
     make_byte_map(t->byte_of);
-    if (load_vocab(t, vocab_json, err, err_len) || load_merges(t, merges_txt, err, err_len)) {
+    if (parse_vocab(t, vocab_name, vocab, vocab_len, err, err_len) ||
+        parse_merges(t, merges_name, merges, merges_len, err, err_len)) {
         tok_free(t);
         return NULL;
     }
+    return t;
+}
+
+gpt2_tokenizer *tok_load(const char *vocab_json, const char *merges_txt, char *err, size_t err_len)
+{
+    size_t vocab_len = 0, merges_len = 0;
+    err[0] = '\0';
+    char *vocab = read_file(vocab_json, &vocab_len, err, err_len);
+    char *merges = vocab ? read_file(merges_txt, &merges_len, err, err_len) : NULL;
+    gpt2_tokenizer *t = merges ? parse_both(vocab_json, vocab, vocab_len, merges_txt, merges, merges_len, err, err_len)
+                               : NULL;
+    free(vocab), free(merges);
+    return t;
+}
+
+gpt2_tokenizer *tok_load_memory(const char *vocab_json, size_t vocab_len, const char *merges_txt, size_t merges_len,
+                                char *err, size_t err_len)
+{
+    char *merges = malloc(merges_len + 1); /* a copy: parsing cuts it into lines */
+    if (!merges) return set_err(err, err_len, "out of memory"), NULL;
+    memcpy(merges, merges_txt, merges_len);
+    merges[merges_len] = '\0';
+    gpt2_tokenizer *t = parse_both("vocab.json", vocab_json, vocab_len, "merges.txt", merges, merges_len, err, err_len);
+    free(merges);
     return t;
 }
 
@@ -320,6 +372,26 @@ void tok_free(gpt2_tokenizer *t)
 }
 
 int tok_vocab_size(const gpt2_tokenizer *t) { return t->n_ids; }
+
+long tok_utf8_error(const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        size_t extra = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 4;
+        if (extra == 4 || extra >= len - i) return (long)i; /* a bad lead byte, or cut short */
+        unsigned cp = extra == 0 ? c : c & (0x3F >> extra);
+        for (size_t e = 1; e <= extra; ++e) {
+            if ((s[i + e] & 0xC0) != 0x80) return (long)i;
+            cp = cp << 6 | (s[i + e] & 0x3F);
+        }
+        /* overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8 */
+        static const unsigned least[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < least[extra] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return (long)i;
+        i += extra + 1;
+    }
+    return -1;
+}
 
 /* ---- pre-tokenizer ------------------------------------------------------ */
 

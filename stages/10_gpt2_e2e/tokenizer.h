@@ -26,10 +26,31 @@ extern "C" {
 typedef struct gpt2_tokenizer gpt2_tokenizer;
 
 /**
- * @brief Load vocab.json and merges.txt.
+ * @brief Load vocab.json and merges.txt. Both are untrusted input: a file that
+ *        is not what GPT-2 ships is refused with a reason, never half-loaded.
+ *
+ * Refused: a missing, empty or truncated file; JSON that is not one object of
+ * "token": id pairs (bad escapes, text after the object, ids above 2^20 − 1, an
+ * id twice); a token with a character outside GPT-2's byte map; a vocabulary
+ * without all 256 single bytes; a merges line that is not two tokens separated
+ * by one space, or whose tokens (or their join) are not in the vocabulary; a
+ * merges file with no merges.
  * @return the tokenizer, or NULL with a one-line reason in err
  */
 gpt2_tokenizer *tok_load(const char *vocab_json, const char *merges_txt, char *err, size_t err_len);
+
+/**
+ * @brief tok_load from bytes in memory (the fuzz target's way in): the same
+ *        checks, with the files named "vocab.json" and "merges.txt" in messages.
+ */
+gpt2_tokenizer *tok_load_memory(const char *vocab_json, size_t vocab_len, const char *merges_txt, size_t merges_len,
+                                char *err, size_t err_len);
+
+/**
+ * @brief Where `len` bytes stop being UTF-8 (for a prompt typed by a person).
+ * @return the offset of the first byte of the first invalid sequence, or −1 when all is valid UTF-8
+ */
+long tok_utf8_error(const char *text, size_t len);
 
 /** @brief Free it. */
 void tok_free(gpt2_tokenizer *t);
