@@ -227,6 +227,92 @@ def stage_table(rows):
     return "\n".join(out).rstrip()
 
 
+# ---- predicted T4 numbers ---------------------------------------------------
+# No T4 has run the course yet, so each stage page carries a *prediction* for
+# it, computed from datasheet roofs and the work each variant did on the GPU that
+# measured it. Datasheets: T4 (TU104, 70 W): 320 GB/s GDDR6, 8.1 TFLOP/s fp32,
+# 65 TFLOP/s fp16 tensor. H100 SXM5 (the "H100 80GB HBM3" that measured the
+# shipped CSVs): 3.35 TB/s HBM3, 67 TFLOP/s fp32, 989 TFLOP/s fp16 dense tensor.
+T4_ROOF = {"GB/s": 320.0, "fp32": 8.1, "tensor": 65.0}
+MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "tensor": 989.0}}
+# Variants that need more than sm_75 (each stage's table of variants says so:
+# min_cc): they do not run on a T4 at all.
+NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90"}, "04": {"v4": "sm_80", "v5": "sm_90"},
+               "06": {"v5": "sm_80"}, "10": {"v2": "sm_80"}}
+# GPT-2 124M (stage 10): parameters, all streamed once per decode step.
+GPT2_124M_PARAMS = 124_439_808
+
+
+def compute_unit(stage, problem, variant):
+    """Which T4 roof a TFLOP/s row runs against: tensor cores or fp32 CUDA cores."""
+    if "fp16" not in problem:
+        return "fp32"
+    if stage == "06" and variant not in ("v4", "v5"):  # v1-v3 compute in fp32 on CUDA cores
+        return "fp32"
+    return "tensor"
+
+
+def t4_prediction(r):
+    """(floor ms, estimate ms, what limits it) on a T4 for one measured row; None where it cannot run."""
+    stage = r["stage"][-2:]
+    if r["variant"] in NEEDS_NEWER.get(stage, {}):
+        return None
+    roofs = MEASURING_GPU_ROOF.get(r["gpu"])
+    ms = r["time_ms"]
+    if r["unit"] == "GB/s":
+        key, work = "GB/s", r["throughput"] * ms / 1e3         # GB moved
+    elif r["unit"] == "TFLOP/s":
+        key, work = compute_unit(stage, r["problem"], r["variant"]), r["throughput"] * ms / 1e3  # TFLOP done
+    elif stage == "10" and r["problem"].startswith("greedy decode"):
+        batch = int(re.search(r"batch (\d+)", r["problem"]).group(1))
+        bytes_per_param = 2 if r["variant"] == "v2" else 4
+        key, work = "GB/s", GPT2_124M_PARAMS * bytes_per_param / 1e9 * (ms * r["throughput"] / 1e3) / batch
+    elif stage == "10":  # prefill: fp32 linear layers on CUDA cores (v2's fp16 needs sm_80)
+        key, work = "fp32", 2 * GPT2_124M_PARAMS * r["throughput"] * ms / 1e3 / 1e12
+    else:
+        return None
+    floor = work / T4_ROOF[key] * 1e3
+    if not roofs or not ms > 0:
+        return floor, float("nan"), key
+    if stage == "10" and r["problem"].startswith("greedy decode"):
+        # decode at batch 1-8 is bound by launches and latency, not bytes: that time does not shrink or
+        # grow with bandwidth, so the T4 pays its own weight streaming plus the measured rest
+        return floor, floor + max(0.0, ms - work / roofs[key] * 1e3), key
+    efficiency = min(1.0, work / (ms / 1e3) / roofs[key])  # the fraction of the datasheet roof it reached
+    return floor, max(ms, floor / efficiency), key
+
+
+def t4_table(rows):
+    """The predicted-T4 markdown table of one stage (every problem)."""
+    unit_name = {"GB/s": "320 GB/s", "fp32": "8.1 TFLOP/s fp32", "tensor": "65 TFLOP/s fp16 tensor"}
+    out = ["**Predicted, not measured.** Work per variant (bytes or FLOPs) from the "
+           f"{rows[0]['gpu']} run above; *floor* = that work at the T4's datasheet roof; *estimate* = the "
+           "same fraction of the T4's roof that the variant reached of the measuring GPU's datasheet roof "
+           "(never faster than it measured there). Variants that need sm_80 or sm_90 do not run on a T4." +
+           (" Decode steps are bound by launches and latency: their estimate is the T4's weight streaming "
+            "plus the measured time beyond the measuring GPU's own streaming." if rows[0]["stage"] == "stage10"
+            else ""), ""]
+    for (problem, size), rs in group_by_problem(rows).items():
+        out.append(f"**{problem}, {size}**")
+        out.append("")
+        out.append(f"| variant | measured ({rows[0]['gpu'].split(' ')[1]}) | T4 roof | T4 floor | T4 estimate | T4 {rs[0]['unit']} (estimate) |")
+        out.append("|---|---:|---|---:|---:|---:|")
+        for r in rs:
+            name = f"{r['variant']} (peer)" if r["peer"] and "peer" not in r["name"] else r["variant"]
+            pred = t4_prediction(r)
+            if pred is None:
+                need = NEEDS_NEWER.get(r["stage"][-2:], {}).get(r["variant"], "newer hardware")
+                out.append(f"| {name} | {fmt_ms(r['time_ms'])} | – | – | – | does not run (needs {need}) |")
+                continue
+            floor, est, key = pred
+            tp = r["throughput"] * r["time_ms"] / est if finite(est) else float("nan")
+            tp_s = "–" if not finite(tp) else f"{tp:.0f}" if tp >= 100 else f"{tp:.2f}" if tp < 10 else f"{tp:.1f}"
+            est_s = fmt_ms(est) if finite(est) else "–"
+            out.append(f"| {name} | {fmt_ms(r['time_ms'])} | {unit_name[key]} | {fmt_ms(floor)} | {est_s} | {tp_s} |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 # Stages whose README line names the best of more than the first problem: the
 # GEMM stages have an fp32 table and a tensor-core fp16 table.
 SUMMARY_PROBLEMS = {"03": 2, "04": 2}
@@ -288,7 +374,8 @@ def tables(check):
     for num, folder, _ in STAGES:
         page = os.path.join(ROOT, "stages", folder, "README.md")
         if num in results and os.path.exists(page):
-            edits[page] = [(f"results:stage{num}", stage_table(results[num][1]))]
+            edits[page] = [(f"results:stage{num}", stage_table(results[num][1])),
+                           (f"t4:stage{num}", t4_table(results[num][1]))]
     stale = []
     for path, subs in edits.items():
         with open(path, encoding="utf-8") as f:
