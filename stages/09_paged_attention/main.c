@@ -22,7 +22,7 @@
 #include "report.h"
 #include "rng.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", NULL};
 static const char *const l2_choices[] = {"rotate", "flush", NULL};
 
 /** O is fp16: the GPU and the reference each round once to fp16 (at most one ulp apart: 2^-10 relative). */
@@ -343,6 +343,9 @@ int main(int argc, char **argv)
             {2, 3, 3, 128, 16, 16384, 16},            /* 1000x apart, long */
             {9, 2, 2, 64, 1, 0, 300},                 /* pages of one token */
             {3, 6, 3, 128, 48, 0, 3000},              /* a block size that is not a power of two */
+            {2, 16, 2, 64, 16, 0, 3000},              /* 8 query heads per KV head: v4's widest group */
+            {2, 24, 3, 128, 16, 700, 1500},           /* 8 per KV head, d 128, three KV heads */
+            {3, 12, 4, 64, 16, 0, 2500},              /* 3 per KV head: v4 falls back to one head per block */
             {2, 2, 2, 80, 16, 10, 20},                /* d 80: rejected by every variant */
         };
         int checks = 0, failed = 0;

@@ -48,6 +48,18 @@ T4 = {
 Kernel = collections.namedtuple("Kernel", "regs shared local stack")
 
 
+# CUB puts the architectures it was built for into its namespace (CUB_300001_SM_900
+# on an sm_90-only build, CUB_300001_SM_750_800_900 here): the same kernel either way.
+CUB_NAMESPACE = re.compile(r"\d+CUB_\d+_SM_[0-9_]+")
+# Kernels of the libraries the stages call (cuBLAS, cuBLASLt): they ship their own
+# code for every architecture and are not in the program's cubins.
+LIBRARY_KERNEL = re.compile(r"cublas|cutlass|^nvjet_|^sm\d+_xmma_")
+
+
+def normalise(name):
+    return CUB_NAMESPACE.sub("CUB", name)
+
+
 def cuobjdump_path(given):
     for cand in (given, shutil.which("cuobjdump")):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
@@ -75,7 +87,7 @@ def resource_usage(cuobjdump, binary):
         m = re.match(r"\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", line)
         if m and in_elf and name:
             reg, stack, shared, local = map(int, m.groups())
-            images[arch][name] = Kernel(reg, shared, local, stack)
+            images[arch][normalise(name)] = Kernel(reg, shared, local, stack)
             name = None
     return images
 
@@ -124,7 +136,7 @@ def main():
         for row in csv.reader(f):
             if not row or row[0].startswith("#") or row[0] != args.program:
                 continue
-            launches[row[1]].add((int(row[2]), int(row[3])))
+            launches[normalise(row[1])].add((int(row[2]), int(row[3])))
     if not launches:
         print(f"t4_fitness: {args.launches} has no launches of {args.program}: record them on a GPU "
               "(scripts/record_t4_launches.sh) and commit the file")
@@ -146,8 +158,12 @@ def main():
         if kernel not in sm75:
             if any(kernel in img for img in images.values()):
                 failures.append(f"{short[kernel]}: launched on the T4's path but has no sm_75 code")
-            else:
+            elif LIBRARY_KERNEL.search(kernel):
                 library.append(kernel)  # a library's kernel (cuBLAS): not in this program's cubins
+            else:
+                failures.append(f"{short[kernel]}: recorded as launched, but this program has no such kernel: "
+                                "a launcher changed; re-record tests/t4/launches_sm75.csv "
+                                "(scripts/record_t4_launches.sh on a GPU)")
             continue
         k = sm75[kernel]
         for threads, dyn in sorted(launches[kernel]):
