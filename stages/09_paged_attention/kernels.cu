@@ -84,6 +84,12 @@ static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[4], floa
     out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
 }
 
+#ifndef DECODE_MIN_BLOCKS_PER_SM
+/** @brief v1–v3's blocks per SM that the compiler must leave registers for: 3 (at most 168 registers a
+ *         thread). At 172 registers only 2 blocks fit an SM, v3 cuts the contexts into 1.5x longer
+ *         partitions, and measured 25% slower at B8 H12 d64 context 4096 on the H100. */
+#define DECODE_MIN_BLOCKS_PER_SM 3
+#endif
 #ifndef V4_PASSES_G4
 /** @brief v4's loads of K (and of V) in flight per lane per tile with 4 query heads per block (8 with 2):
  *         each load feeds G dot products, so fewer in flight keep the G rows' registers in budget. */
@@ -151,7 +157,7 @@ static __device__ void merge_partitions(const float *m, const float *l, const fl
  * (merge_partitions).
  */
 template <typename T, int D, class Rows, int G = 1, int PASSES = DECODE_PASSES>
-__global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_SM : 1)
+__global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_SM : DECODE_MIN_BLOCKS_PER_SM)
     paged_decode_partition(const T *q, const T *k_pool, const T *v_pool, Rows rows, const int *lens, T *o,
                            float *part_m, float *part_l, float *part_o, int *counters, int Hq, int Hkv,
                            int partition_tokens, int max_parts, float scale_log2)
