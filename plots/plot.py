@@ -43,8 +43,10 @@ STAGES = [
 ROOF_NOTES = {
     "06": "roof = PyTorch 2.11 SDPA (FlashAttention-2 backend) measured on the same H100 at B4 H12 N4096 fp16 "
           "(290 / 339 TFLOP/s non-causal d64 / d128, 243 / 279 causal); the fp32 tables have no roof",
-    "10": "roof = Hugging Face transformers (eager, PyTorch 2.11) on the same H100: prefill B8 x T1024 138k tok/s "
-          "fp32 and 492k fp16, greedy decode at batch 1 112 tok/s fp32; the other rows have none",
+    "10": "prefill rows: roof = Hugging Face transformers (eager, PyTorch 2.11) on the same H100, B8 x T1024 "
+          "138k tok/s fp32 and 492k fp16; decode rows: roof = the weight-streaming limit, every weight read once "
+          "per step (495 MB fp32, 247 MB fp16) at the copy bandwidth measured in the run (HF's batch-1 fp32 "
+          "decode: 112 tok/s)",
 }
 
 
@@ -328,8 +330,14 @@ def best_summary(rows):
         of = "of HF transformers"
     parts = []
     for i, ((problem, _), rs) in enumerate(group_by_problem(rows).items()):
+        if stage == "10" and problem == "greedy decode, batch 1, CUDA graph":
+            best = max(rs, key=lambda r: r["throughput"])
+            if finite(best["pct_roof"]):
+                parts.append(f"{best['variant']}: {best['pct_roof']:.0f}% of the weight-streaming limit "
+                             f"({best['throughput']:.0f} tok/s, batch-1 greedy decode)")
+            continue
         if i >= SUMMARY_PROBLEMS.get(stage, 1):
-            break
+            continue
         ours = max((r for r in rs if not r["peer"]), key=lambda r: r["pct_roof"] if finite(r["pct_roof"]) else -1)
         text = f"{ours['variant']}: {ours['pct_roof']:.0f}% {of} ({ours['throughput']:.0f} {ours['unit']}, {problem})"
         peers = [r for r in rs if r["peer"]]
