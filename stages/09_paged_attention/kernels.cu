@@ -370,11 +370,54 @@ static int partition_tokens_for(const decode_problem *p)
     return (int)(want < MIN_PARTITION_TOKENS ? MIN_PARTITION_TOKENS : want > p->max_len ? p->max_len : want);
 }
 
+/**
+ * @brief v4's partition size, from the context lengths themselves (when the
+ *        host has them): the multiple of 128 tokens whose grid finishes first.
+ *
+ * A grid of n blocks on `slots` places runs in ⌈n / slots⌉ waves, each as long
+ * as its longest block, P tokens (plus a block's fixed cost, about 128 tokens'
+ * worth). n = groups · Σ_b ⌈len_b / P⌉: every short sequence takes a whole
+ * block, which v3's total-tokens rule does not count. At mixed lengths
+ * 16..16384 that rule's partitions make a few blocks more than one wave holds;
+ * this one takes longer partitions and a single wave instead.
+ */
+static int partition_tokens_from_lengths(const decode_problem *p, long long slots, int groups)
+{
+    const int overhead = 128, round = 128;
+    int best = p->max_len;
+    double best_time = -1;
+    for (int P = MIN_PARTITION_TOKENS; P < p->max_len + round; P += round) {
+        long long blocks = 0;
+        for (int b = 0; b < p->B; ++b) blocks += (p->host_lens[b] + P - 1) / P;
+        blocks *= groups;
+        double time = (double)((blocks + slots - 1) / slots) * (P + overhead);
+        if (best_time < 0 || time < best_time) best_time = time, best = P;
+    }
+    return best < p->max_len ? best : p->max_len;
+}
+
+/** @brief partition_tokens_from_lengths with the blocks that fit the GPU at once for this kernel. */
+template <typename T, int D, class Rows, int G, int PASSES>
+static int partition_tokens_for_lengths(const decode_problem *p)
+{
+    static int sms = 0, per_sm = 0;
+    if (!sms) {
+        wb_current_gpu(NULL, &sms);
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, paged_decode_partition<T, D, Rows, G, PASSES>, DECODE_WARPS * 32, 0));
+    }
+    return partition_tokens_from_lengths(p, (long long)sms * (per_sm > 0 ? per_sm : 1), p->Hq / G);
+}
+
 /** @brief The partition kernel for one storage type, head size, kind of rows and query heads per block. */
 template <typename T, int D, class Rows, int G = 1, int PASSES = DECODE_PASSES>
+/* split: 0, one partition per row (v1, v2); 1, partitions sized by the total tokens (v3); 2, sized from the
+ * lengths themselves (v4, where the host has them). */
 static const char *launch_decode_typed(const decode_problem *p, Rows rows, const void *k, const void *v, int split)
 {
-    int partition = split ? partition_tokens_for<T, D, Rows, G, PASSES>(p) : p->max_len;
+    int partition = split == 2 && p->host_lens ? partition_tokens_for_lengths<T, D, Rows, G, PASSES>(p)
+                    : split                     ? partition_tokens_for<T, D, Rows, G, PASSES>(p)
+                                                : p->max_len;
     int max_parts = (p->max_len + partition - 1) / partition;
     float *part_m = NULL, *part_l = NULL, *part_o = NULL;
     if (split) {
@@ -456,10 +499,10 @@ static const char *launch_grouped_typed(const decode_problem *p, PagedRows rows)
     /* G heads' q, o and scores live in registers: fewer loads in flight per lane (PASSES) as G grows keeps
      * the kernel within its registers, and each load now feeds G dot products. Groups of 8 take two blocks
      * of 4: at G = 8 the registers no longer fit (measured 3.5x slower than two blocks of 4). */
-    if (group % 4 == 0) return launch_decode_typed<T, D, PagedRows, 4, V4_PASSES_G4>(p, rows, p->k_pool, p->v_pool, 1);
+    if (group % 4 == 0) return launch_decode_typed<T, D, PagedRows, 4, V4_PASSES_G4>(p, rows, p->k_pool, p->v_pool, 2);
     if (group % 2 == 0)
-        return launch_decode_typed<T, D, PagedRows, 2, 2 * V4_PASSES_G4>(p, rows, p->k_pool, p->v_pool, 1);
-    return launch_decode_typed<T, D, PagedRows, 1, DECODE_PASSES>(p, rows, p->k_pool, p->v_pool, 1);
+        return launch_decode_typed<T, D, PagedRows, 2, 2 * V4_PASSES_G4>(p, rows, p->k_pool, p->v_pool, 2);
+    return launch_decode_typed<T, D, PagedRows, 1, DECODE_PASSES>(p, rows, p->k_pool, p->v_pool, 2);
 }
 
 /**
@@ -469,7 +512,8 @@ static const char *launch_grouped_typed(const decode_problem *p, PagedRows rows)
  *        the context 4 times (the L2 catches some repeats, not most: 134 MB of
  *        K/V at B8 Hkv8 d128 context 4096 against a 50 MB L2); v4 reads it once
  *        and does 4 dot products per load. Multi-head attention (a group of 1)
- *        runs exactly v3's kernel.
+ *        runs v3's kernel. Its partitions are sized from the context lengths
+ *        themselves when the host has them (partition_tokens_from_lengths).
  */
 static const char *launch_paged_grouped(const decode_problem *p)
 {

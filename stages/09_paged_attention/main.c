@@ -102,6 +102,7 @@ static void step_init(step *s, wb_dtype dtype, int B, int Hq, int Hkv, int d, in
     a->dtype = dtype;
     a->max_len = max_len, a->scale = 1.0f / sqrtf((float)d);
     for (int b = 0; b < B; ++b) a->total_len += lens[b];
+    a->host_lens = s->lens; /* v4 sizes its partitions from the lengths themselves */
     a->q = wb_device_alloc(q_elems * es, "q");
     a->k_pool = wb_device_alloc(s->pool_elems * es, "K pool");
     a->v_pool = wb_device_alloc(s->pool_elems * es, "V pool");
