@@ -21,6 +21,8 @@
 #include "block_reduce.cuh" /* stage 02: warp_allreduce */
 #include "cuda_check.h"
 #include "dtype_device.cuh"
+#include "05_softmax/kernels.h" /* stage 05's softmax, for the unfused peer */
+#include "cublas_check.h"
 #include "kernels.h"
 #include "mma_ptx.cuh" /* stage 03: ldmatrix_x4(_trans), mma_16x8x16, cp_async_16/commit/wait */
 
@@ -639,12 +641,91 @@ static const char *launch_fa2_sync(const attention_problem *p) { return launch_f
  */
 static const char *launch_fa2_async(const attention_problem *p) { return launch_fa2<4, true>(p); }
 
-/* The table the host program walks, in teaching order. */
+/* ======================================================================== */
+/* The peer: the unfused library path                                       */
+/* ======================================================================== */
+
+size_t attention_unfused_workspace_bytes(int B, int H, int N)
+{
+    return (size_t)B * (size_t)H * (size_t)N * (size_t)N * (sizeof(float) + sizeof(__half));
+}
+
+/** @brief Causal mask on a row-major [BH][N][N] score matrix: key j > query i gets −∞ (softmax weight 0). */
+__global__ void mask_future_keys(float *s, long long total, int N)
+{
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x) {
+        int key = (int)(e % N), query = (int)(e / N % N);
+        if (key > query) s[e] = -INFINITY;
+    }
+}
+
+/** @brief P (fp32) → fp16, the precision the tensor-core variants use for P·V too. */
+__global__ void probabilities_to_half(const float *p, __half *out, long long total)
+{
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x)
+        out[e] = __float2half_rn(p[e]);
+}
+
+static cublasHandle_t attention_blas = NULL;
+
+/**
+ * @brief The peer — what a framework without a fused kernel does: cuBLAS
+ *        writes S = scale·Q·Kᵀ to memory (strided-batched GEMM, one batch entry
+ *        per head), stage 05's fastest softmax (v5) turns each row into P in
+ *        place, cuBLAS computes O = P·V. fp16 inputs: both GEMMs on tensor cores
+ *        with fp32 accumulation, S kept in fp32 and P rounded to fp16 for the
+ *        second GEMM; fp32 inputs: SGEMM, TF32 off. Moves the N×N matrix through
+ *        memory four times (S written, read, P written, read) where the fused
+ *        variants move none of it; L is not produced.
+ */
+static const char *launch_unfused_cublas(const attention_problem *p)
+{
+    if (!p->workspace || p->workspace_bytes < attention_unfused_workspace_bytes(p->B, p->H, p->N))
+        return "needs a workspace of attention_unfused_workspace_bytes() (the score matrix)";
+    if (!attention_blas) {
+        WB_CUBLAS_CHECK(cublasCreate(&attention_blas));
+        WB_CUBLAS_CHECK(cublasSetStream(attention_blas, cudaStreamPerThread)); /* the stream the timer uses */
+        WB_CUBLAS_CHECK(cublasSetMathMode(attention_blas, CUBLAS_PEDANTIC_MATH)); /* fp32: no TF32 */
+    }
+    int N = p->N, d = p->d, batch = p->B * p->H;
+    long long scores = (long long)batch * N * N;
+    float *S = p->workspace;
+    __half *P16 = (__half *)(S + scores);
+    float one = 1.0f, zero = 0.0f, scale = p->scale;
+    /* row-major S = Q·Kᵀ is column-major Sᵀ = K·Qᵀ: op(A) = T on K's [d×N] column-major view, B = Q as is */
+    cudaDataType_t in = p->dtype == WB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_blas, CUBLAS_OP_T, CUBLAS_OP_N, N, N, d, &scale, p->k, in, d,
+                                               (long long)N * d, p->q, in, d, (long long)N * d, &zero, S, CUDA_R_32F,
+                                               N, (long long)N * N, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    int blocks = (int)((scores + 255) / 256 < 65535 * 8 ? (scores + 255) / 256 : 65535 * 8);
+    if (p->causal) {
+        mask_future_keys<<<blocks, 256>>>(S, scores, N);
+        WB_CHECK_LAUNCH("mask_future_keys");
+    }
+    if (const char *why = softmax_variants[softmax_variant_count - 1].launch(WB_F32, S, S, batch * N, N)) return why;
+    /* row-major O = P·V is column-major Oᵀ = Vᵀ·Pᵀ: V and P as they are */
+    if (p->dtype == WB_F16) {
+        probabilities_to_half<<<blocks, 256>>>(S, P16, scores);
+        WB_CHECK_LAUNCH("probabilities_to_half");
+        WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_blas, CUBLAS_OP_N, CUBLAS_OP_N, d, N, N, &one, p->v,
+                                                   CUDA_R_16F, d, (long long)N * d, P16, CUDA_R_16F, N,
+                                                   (long long)N * N, &zero, p->o, CUDA_R_16F, d, (long long)N * d,
+                                                   batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else {
+        WB_CUBLAS_CHECK(cublasSgemmStridedBatched(attention_blas, CUBLAS_OP_N, CUBLAS_OP_N, d, N, N, &one,
+                                                  (const float *)p->v, d, (long long)N * d, S, N, (long long)N * N,
+                                                  &zero, (float *)p->o, d, (long long)N * d, batch));
+    }
+    return NULL;
+}
+
+/* The table the host program walks, in teaching order, then the peer. */
 const attention_variant attention_variants[] = {
-    {"v1", "naive: S to memory, softmax, P*V (3 kernels)", 75, 1, launch_naive},
-    {"v2", "tiled online softmax, one thread per query row", 75, 0, launch_row_per_thread},
-    {"v3", "block of 4 warps shares K/V tiles, warp per S row", 75, 0, launch_block_tiled},
-    {"v4", "FA2 on tensor cores: mma.sync + ldmatrix, P in regs", 75, 0, launch_fa2_sync},
-    {"v5", "v4 + cp.async double-buffered K/V (sm_80)", 80, 0, launch_fa2_async},
+    {"v1", "naive: S to memory, softmax, P*V (3 kernels)", 75, 1, 0, 1, launch_naive},
+    {"v2", "tiled online softmax, one thread per query row", 75, 0, 0, 1, launch_row_per_thread},
+    {"v3", "block of 4 warps shares K/V tiles, warp per S row", 75, 0, 0, 1, launch_block_tiled},
+    {"v4", "FA2 on tensor cores: mma.sync + ldmatrix, P in regs", 75, 0, 0, 1, launch_fa2_sync},
+    {"v5", "v4 + cp.async double-buffered K/V (sm_80)", 80, 0, 0, 1, launch_fa2_async},
+    {"cublas", "unfused: cuBLAS QK^T, stage 05 softmax, cuBLAS PV", 75, 2, 1, 0, launch_unfused_cublas},
 };
 const int attention_variant_count = sizeof attention_variants / sizeof attention_variants[0];

@@ -53,12 +53,20 @@ size_t attention_naive_workspace_bytes(int B, int H, int N);
  */
 typedef const char *(*attention_launch_fn)(const attention_problem *p);
 
+/**
+ * @brief Bytes of the unfused library peer's workspace: the fp32 score matrix S
+ *        and P rounded to fp16 for the second GEMM (6 bytes per score).
+ */
+size_t attention_unfused_workspace_bytes(int B, int H, int N);
+
 /** @brief One variant. */
 typedef struct {
-    const char *id;              /**< "v1", … in teaching order */
+    const char *id;              /**< "v1", … in teaching order; the peer's name */
     const char *what;            /**< one line for the table */
     int min_cc;                  /**< compute capability it needs, 10·major + minor (75 = T4) */
-    int needs_workspace;         /**< 1: p->workspace must hold attention_naive_workspace_bytes() */
+    int needs_workspace;         /**< 1: p->workspace must hold attention_naive_workspace_bytes(); 2: attention_unfused_workspace_bytes() */
+    int is_peer;                 /**< 1: the library peer (the tables' roof), not a lesson */
+    int writes_lse;              /**< 1: it writes p->lse (the peer's softmax does not keep the row sums) */
     attention_launch_fn launch;  /**< its launcher */
 } attention_variant;
 
