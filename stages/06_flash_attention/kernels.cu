@@ -719,6 +719,12 @@ static const char *launch_unfused_cublas(const attention_problem *p)
     return NULL;
 }
 
+void attention_release(void)
+{
+    if (attention_blas) WB_CUBLAS_CHECK(cublasDestroy(attention_blas));
+    attention_blas = NULL;
+}
+
 /* The table the host program walks, in teaching order, then the peer. */
 const attention_variant attention_variants[] = {
     {"v1", "naive: S to memory, softmax, P*V (3 kernels)", 75, 1, 0, 1, launch_naive},

@@ -59,6 +59,9 @@ typedef const char *(*attention_launch_fn)(const attention_problem *p);
  */
 size_t attention_unfused_workspace_bytes(int B, int H, int N);
 
+/** @brief Release what the peer keeps between launches (its cuBLAS handle). */
+void attention_release(void);
+
 /** @brief One variant. */
 typedef struct {
     const char *id;              /**< "v1", … in teaching order; the peer's name */
