@@ -209,6 +209,21 @@ def fmt_ms(ms):
     return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.3f} ms"
 
 
+def variant_label(r):
+    """A row's name in the pages' tables: the variant, marked when it is the peer."""
+    return f"{r['variant']} (peer)" if r["peer"] and "peer" not in r["name"] else r["variant"]
+
+
+def markdown_tables(rows, header, align, cells):
+    """One markdown table per problem (a bold title, then `header`), each row's cells from `cells(r)`."""
+    out = []
+    for (problem, size), rs in group_by_problem(rows).items():
+        out += [f"**{problem}, {size}**", "", "| " + " | ".join(header(rs)) + " |", align]
+        out += ["| " + " | ".join(cells(r)) + " |" for r in rs]
+        out.append("")
+    return out
+
+
 def stage_table(rows):
     """The markdown table of one stage's results (all problems)."""
     gpu = rows[0]["gpu"]
@@ -218,19 +233,15 @@ def stage_table(rows):
         roof = ROOF_NOTES[rows[0]["stage"][-2:]]
     else:
         roof = "roof = the library peer of each table, measured in the same run"
+    def cells(r):
+        vs_v1 = f"{r['speedup_vs_v1']:.2f}×" if r["speedup_vs_v1"] > 0 else "–"
+        tp = f"{r['throughput']:.0f}" if r["throughput"] >= 100 else f"{r['throughput']:.1f}"
+        pct = f"{r['pct_roof']:.1f}%" if finite(r["pct_roof"]) else "–"
+        return [variant_label(r), r["name"], fmt_ms(r["time_ms"]), tp, pct, vs_v1]
+
     out = [f"Measured on {gpu}; {roof}. Median of the timed runs.", ""]
-    for (problem, size), rs in group_by_problem(rows).items():
-        out.append(f"**{problem}, {size}**")
-        out.append("")
-        out.append(f"| variant | what it does | time | {rs[0]['unit']} | % of roof | vs v1 |")
-        out.append("|---|---|---:|---:|---:|---:|")
-        for r in rs:
-            name = f"{r['variant']} (peer)" if r["peer"] and "peer" not in r["name"] else r["variant"]
-            vs_v1 = f"{r['speedup_vs_v1']:.2f}×" if r["speedup_vs_v1"] > 0 else "–"
-            tp = f"{r['throughput']:.0f}" if r["throughput"] >= 100 else f"{r['throughput']:.1f}"
-            pct = f"{r['pct_roof']:.1f}%" if finite(r["pct_roof"]) else "–"
-            out.append(f"| {name} | {r['name']} | {fmt_ms(r['time_ms'])} | {tp} | {pct} | {vs_v1} |")
-        out.append("")
+    out += markdown_tables(rows, lambda rs: ["variant", "what it does", "time", rs[0]["unit"], "% of roof", "vs v1"],
+                           "|---|---|---:|---:|---:|---:|", cells)
     return "\n".join(out).rstrip()
 
 
@@ -270,10 +281,8 @@ def t4_prediction(r):
         key, work = "GB/s", r["throughput"] * ms / 1e3         # GB moved
     elif r["unit"] == "TFLOP/s":
         key, work = compute_unit(stage, r["problem"], r["variant"]), r["throughput"] * ms / 1e3  # TFLOP done
-    elif stage == "10" and r["problem"].startswith("greedy decode"):
-        batch = int(re.search(r"batch (\d+)", r["problem"]).group(1))
-        bytes_per_param = 2 if r["variant"] == "v2" else 4
-        key, work = "GB/s", GPT2_124M_PARAMS * bytes_per_param / 1e9 * (ms * r["throughput"] / 1e3) / batch
+    elif stage == "10" and r["problem"].startswith("greedy decode"):  # every weight once per step, at any batch
+        key, work = "GB/s", GPT2_124M_PARAMS * (2 if r["variant"] == "v2" else 4) / 1e9
     elif stage == "10":  # prefill: fp32 linear layers on CUDA cores (v2's fp16 needs sm_80)
         key, work = "fp32", 2 * GPT2_124M_PARAMS * r["throughput"] * ms / 1e3 / 1e12
     else:
@@ -299,24 +308,20 @@ def t4_table(rows):
            (" Decode steps are bound by launches and latency: their estimate is the T4's weight streaming "
             "plus the measured time beyond the measuring GPU's own streaming." if rows[0]["stage"] == "stage10"
             else ""), ""]
-    for (problem, size), rs in group_by_problem(rows).items():
-        out.append(f"**{problem}, {size}**")
-        out.append("")
-        out.append(f"| variant | measured ({rows[0]['gpu'].split(' ')[1]}) | T4 roof | T4 floor | T4 estimate | T4 {rs[0]['unit']} (estimate) |")
-        out.append("|---|---:|---|---:|---:|---:|")
-        for r in rs:
-            name = f"{r['variant']} (peer)" if r["peer"] and "peer" not in r["name"] else r["variant"]
-            pred = t4_prediction(r)
-            if pred is None:
-                need = NEEDS_NEWER.get(r["stage"][-2:], {}).get(r["variant"], "newer hardware")
-                out.append(f"| {name} | {fmt_ms(r['time_ms'])} | – | – | – | does not run (needs {need}) |")
-                continue
-            floor, est, key = pred
-            tp = r["throughput"] * r["time_ms"] / est if finite(est) else float("nan")
-            tp_s = "–" if not finite(tp) else f"{tp:.0f}" if tp >= 100 else f"{tp:.2f}" if tp < 10 else f"{tp:.1f}"
-            est_s = fmt_ms(est) if finite(est) else "–"
-            out.append(f"| {name} | {fmt_ms(r['time_ms'])} | {unit_name[key]} | {fmt_ms(floor)} | {est_s} | {tp_s} |")
-        out.append("")
+    def cells(r):
+        pred = t4_prediction(r)
+        if pred is None:
+            need = NEEDS_NEWER.get(r["stage"][-2:], {}).get(r["variant"], "newer hardware")
+            return [variant_label(r), fmt_ms(r["time_ms"]), "–", "–", "–", f"does not run (needs {need})"]
+        floor, est, key = pred
+        tp = r["throughput"] * r["time_ms"] / est if finite(est) else float("nan")
+        tp_s = "–" if not finite(tp) else f"{tp:.0f}" if tp >= 100 else f"{tp:.2f}" if tp < 10 else f"{tp:.1f}"
+        est_s = fmt_ms(est) if finite(est) else "–"
+        return [variant_label(r), fmt_ms(r["time_ms"]), unit_name[key], fmt_ms(floor), est_s, tp_s]
+
+    measured = f"measured ({rows[0]['gpu'].split(' ')[1]})"
+    out += markdown_tables(rows, lambda rs: ["variant", measured, "T4 roof", "T4 floor", "T4 estimate",
+                                             f"T4 {rs[0]['unit']} (estimate)"], "|---|---:|---|---:|---:|---:|", cells)
     return "\n".join(out).rstrip()
 
 
