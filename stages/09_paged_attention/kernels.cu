@@ -344,27 +344,34 @@ static const char *decode_contract(const decode_problem *p)
     return NULL;
 }
 
-/** @brief Launch the partition kernel (with several partitions, its last blocks merge) for one kind of rows. */
+/**
+ * @brief Blocks of one kernel that fit the GPU at once (occupancy × SMs), asked
+ *        once per kernel: the partition rules below run on every decode step's launch.
+ */
+template <typename T, int D, class Rows, int G, int PASSES>
+static long long resident_blocks(void)
+{
+    static int sms = 0, per_sm = 0;
+    if (!sms) {
+        wb_current_gpu(NULL, &sms);
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, paged_decode_partition<T, D, Rows, G, PASSES>, DECODE_WARPS * 32, 0));
+    }
+    return (long long)sms * (per_sm > 0 ? per_sm : 1);
+}
+
 /**
  * @brief v3's partition size: enough partitions that the grid fills the GPU in
- *        one wave (blocks that fit at once = occupancy × SMs), but never below
+ *        one wave (`slots` blocks at once), but never below
  *        MIN_PARTITION_TOKENS. Counted over all tokens of the batch, so one long
  *        sequence among short ones gets many partitions and the short ones one.
  *        On the H100 this picks 1024-token partitions at B8 H12 context 4096 and
  *        at B1 context 32768; fixed 512-token partitions (twice the blocks: a
  *        second, partial wave) measured 4–12% slower there.
  */
-template <typename T, int D, class Rows, int G = 1, int PASSES = DECODE_PASSES>
-static int partition_tokens_for(const decode_problem *p)
+static int partition_tokens_from_total(const decode_problem *p, long long slots, int groups)
 {
-    static int sms = 0, per_sm = 0; /* asked once per kernel: this runs on every decode step's launch */
-    if (!sms) {
-        wb_current_gpu(NULL, &sms);
-        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, paged_decode_partition<T, D, Rows, G, PASSES>, DECODE_WARPS * 32, 0));
-    }
-    long long slots = (long long)sms * (per_sm > 0 ? per_sm : 1);
-    long long want = (p->total_len * (p->Hq / G) + slots - 1) / slots; /* blocks: partitions x head groups */
+    long long want = (p->total_len * groups + slots - 1) / slots; /* blocks: partitions x head groups */
     const long long round = 128; /* a multiple of every tile of DECODE_WARPS warps */
     want = (want + round - 1) / round * round;
     return (int)(want < MIN_PARTITION_TOKENS ? MIN_PARTITION_TOKENS : want > p->max_len ? p->max_len : want);
@@ -396,28 +403,18 @@ static int partition_tokens_from_lengths(const decode_problem *p, long long slot
     return best < p->max_len ? best : p->max_len;
 }
 
-/** @brief partition_tokens_from_lengths with the blocks that fit the GPU at once for this kernel. */
-template <typename T, int D, class Rows, int G, int PASSES>
-static int partition_tokens_for_lengths(const decode_problem *p)
-{
-    static int sms = 0, per_sm = 0;
-    if (!sms) {
-        wb_current_gpu(NULL, &sms);
-        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, paged_decode_partition<T, D, Rows, G, PASSES>, DECODE_WARPS * 32, 0));
-    }
-    return partition_tokens_from_lengths(p, (long long)sms * (per_sm > 0 ? per_sm : 1), p->Hq / G);
-}
-
 /** @brief The partition kernel for one storage type, head size, kind of rows and query heads per block. */
 template <typename T, int D, class Rows, int G = 1, int PASSES = DECODE_PASSES>
 /* split: 0, one partition per row (v1, v2); 1, partitions sized by the total tokens (v3); 2, sized from the
  * lengths themselves (v4, where the host has them). */
 static const char *launch_decode_typed(const decode_problem *p, Rows rows, const void *k, const void *v, int split)
 {
-    int partition = split == 2 && p->host_lens ? partition_tokens_for_lengths<T, D, Rows, G, PASSES>(p)
-                    : split                     ? partition_tokens_for<T, D, Rows, G, PASSES>(p)
-                                                : p->max_len;
+    int partition = p->max_len;
+    if (split) {
+        long long slots = resident_blocks<T, D, Rows, G, PASSES>();
+        partition = split == 2 && p->host_lens ? partition_tokens_from_lengths(p, slots, p->Hq / G)
+                                               : partition_tokens_from_total(p, slots, p->Hq / G);
+    }
     int max_parts = (p->max_len + partition - 1) / partition;
     float *part_m = NULL, *part_l = NULL, *part_o = NULL;
     if (split) {
@@ -477,7 +474,7 @@ static const char *launch_paged(const decode_problem *p)
 
 /**
  * @brief v3 — PagedAttention v2 / flash-decoding: the context is cut into
- *        partitions (sized by partition_tokens_for to fill the GPU once), each
+ *        partitions (sized by partition_tokens_from_total to fill the GPU once), each
  *        handled by its own block; the last block of a row to finish merges the
  *        row's partitions by their max and sum (an atomic counter per row). At batch 1 with 32768 tokens v2 has Hq = 12 blocks for 132
  *        SMs; v3 has 32 times more.
@@ -529,8 +526,10 @@ static const char *launch_paged_grouped(const decode_problem *p)
 int decode_partition_tokens(const decode_problem *p)
 {
     if (p->dtype == WB_F32)
-        return p->d == 64 ? partition_tokens_for<float, 64, PagedRows>(p) : partition_tokens_for<float, 128, PagedRows>(p);
-    return p->d == 64 ? partition_tokens_for<__half, 64, PagedRows>(p) : partition_tokens_for<__half, 128, PagedRows>(p);
+        return partition_tokens_from_total(p, p->d == 64 ? resident_blocks<float, 64, PagedRows, 1, DECODE_PASSES>()
+                                                         : resident_blocks<float, 128, PagedRows, 1, DECODE_PASSES>(), p->Hq);
+    return partition_tokens_from_total(p, p->d == 64 ? resident_blocks<__half, 64, PagedRows, 1, DECODE_PASSES>()
+                                                     : resident_blocks<__half, 128, PagedRows, 1, DECODE_PASSES>(), p->Hq);
 }
 
 /* The table the host program walks, in teaching order. */
