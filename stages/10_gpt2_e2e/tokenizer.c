@@ -139,22 +139,35 @@ static char *read_file(const char *path, size_t *size, char *err, size_t err_len
     return buf;
 }
 
+/**
+ * The UTF-8 character at s (n > 0 bytes left): its code point in *cp and its
+ * length, or 0 when it is not UTF-8 (a bad lead or continuation byte, cut short,
+ * an overlong form, a UTF-16 surrogate, past U+10FFFF).
+ */
+static size_t utf8_next(const unsigned char *s, size_t n, unsigned *cp)
+{
+    unsigned c = s[0];
+    size_t extra = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 4;
+    if (extra == 4 || extra >= n) return 0;
+    *cp = extra == 0 ? c : c & (0x3F >> extra);
+    for (size_t e = 1; e <= extra; ++e) {
+        if ((s[e] & 0xC0) != 0x80) return 0;
+        *cp = *cp << 6 | (s[e] & 0x3F);
+    }
+    static const unsigned least[4] = {0, 0x80, 0x800, 0x10000};
+    if (*cp < least[extra] || (*cp >= 0xD800 && *cp <= 0xDFFF) || *cp > 0x10FFFF) return 0;
+    return extra + 1;
+}
+
 /** GPT-2 characters (UTF-8) → bytes, in place; −1 for a character outside the map. */
 static int chars_to_bytes(const gpt2_tokenizer *t, const char *s, int n, char *out)
 {
     int k = 0;
     for (int i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        int cp, extra = c < 0x80 ? 0 : c >> 5 == 6 ? 1 : c >> 4 == 14 ? 2 : -1;
-        if (extra < 0 || i + extra >= n) return -1;
-        cp = extra == 0 ? c : extra == 1 ? (c & 31) : (c & 15);
-        for (int e = 1; e <= extra; ++e) {
-            unsigned char d = (unsigned char)s[i + e];
-            if (d >> 6 != 2) return -1;
-            cp = cp << 6 | (d & 63);
-        }
-        i += extra + 1;
-        if (cp >= 324 || t->byte_of[cp] < 0) return -1;
+        unsigned cp;
+        size_t len = utf8_next((const unsigned char *)s + i, (size_t)(n - i), &cp);
+        if (!len || cp >= 324 || t->byte_of[cp] < 0) return -1;
+        i += (int)len;
         out[k++] = (char)t->byte_of[cp];
     }
     return k;
@@ -375,21 +388,9 @@ int tok_vocab_size(const gpt2_tokenizer *t) { return t->n_ids; }
 
 long tok_utf8_error(const char *text, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)text;
-    for (size_t i = 0; i < len;) {
-        unsigned c = s[i];
-        size_t extra = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 4;
-        if (extra == 4 || extra >= len - i) return (long)i; /* a bad lead byte, or cut short */
-        unsigned cp = extra == 0 ? c : c & (0x3F >> extra);
-        for (size_t e = 1; e <= extra; ++e) {
-            if ((s[i + e] & 0xC0) != 0x80) return (long)i;
-            cp = cp << 6 | (s[i + e] & 0x3F);
-        }
-        /* overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8 */
-        static const unsigned least[4] = {0, 0x80, 0x800, 0x10000};
-        if (cp < least[extra] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return (long)i;
-        i += extra + 1;
-    }
+    unsigned cp;
+    for (size_t i = 0, step; i < len; i += step)
+        if (!(step = utf8_next((const unsigned char *)text + i, len - i, &cp))) return (long)i;
     return -1;
 }
 
