@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The T4 (TU104) that WB_EMULATE_T4 stands in for: compute capability 7.5, 40 SMs. */
+enum { T4_CC = 75, T4_SMS = 40 };
+
 void wb_device_open_or_skip(wb_device *dev, const char *program)
 {
     int count = 0;
@@ -32,9 +35,9 @@ void wb_device_open_or_skip(wb_device *dev, const char *program)
     dev->global_mem_bytes = p.totalGlobalMem;
     if (wb_emulating_t4()) { /* the T4's facts (TU104, sm_75) for every decision the program makes */
         snprintf(dev->name, sizeof dev->name, "%.200s (taking the T4's path)", p.name);
-        dev->cc_major = 7;
-        dev->cc_minor = 5;
-        dev->sm_count = 40;
+        dev->cc_major = T4_CC / 10;
+        dev->cc_minor = T4_CC % 10;
+        dev->sm_count = T4_SMS;
         dev->max_threads_per_sm = 1024;
         dev->smem_per_block_optin = 64 * 1024;
         dev->smem_per_sm = 64 * 1024;
@@ -107,7 +110,7 @@ void wb_current_gpu(int *cc, int *sm_count)
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&known_sms, cudaDevAttrMultiProcessorCount, device));
         known_cc = major * 10 + minor;
-        if (wb_emulating_t4()) known_cc = 75, known_sms = 40;
+        if (wb_emulating_t4()) known_cc = T4_CC, known_sms = T4_SMS;
     }
     if (cc) *cc = known_cc;
     if (sm_count) *sm_count = known_sms;

@@ -291,13 +291,14 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
     /* The decode roof: a decode step reads every weight once (the LM head reads all of wte; of wpe only one
      * row), so at batch B it cannot beat B tokens per (weight bytes / copy bandwidth). */
     double streamed_params = (double)m->n_params - (double)c->max_T * c->C;
+    double steps_per_s_limit[2]; /* [v]: fp32 weights (4 bytes), fp16 (2) */
+    for (int v = 0; v < 2; ++v) steps_per_s_limit[v] = dev->copy_gbps * 1e9 / (streamed_params * (v ? 2 : 4));
     printf("decode roof (the weight-streaming limit): %.0f MB of fp32 weights or %.0f MB of fp16 per step at "
            "%.0f GB/s = %.0f or %.0f steps/s\n", streamed_params * 4 / 1e6, streamed_params * 2 / 1e6, dev->copy_gbps,
-           dev->copy_gbps * 1e9 / (streamed_params * 4), dev->copy_gbps * 1e9 / (streamed_params * 2));
+           steps_per_s_limit[0], steps_per_s_limit[1]);
     for (int v = 0; v < 2; ++v) {
         if (opt->variant >= 0 && opt->variant != v) continue;
         wb_dtype dtype = v ? WB_F16 : WB_F32;
-        double steps_per_s_limit = dev->copy_gbps * 1e9 / (streamed_params * (v ? 2 : 4));
         gpt2_engine e;
         const char *why = engine_init(&e, m, dtype, PB, PB * T);
         if (why) {
@@ -311,13 +312,13 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
         e.use_graphs = 0;
         ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
-        add_row(&rep, "greedy decode, batch 1, kernel by kernel", size, v, ms, 1.0, steps_per_s_limit);
+        add_row(&rep, "greedy decode, batch 1, kernel by kernel", size, v, ms, 1.0, steps_per_s_limit[v]);
         e.use_graphs = 1;
         ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
-        add_row(&rep, "greedy decode, batch 1, CUDA graph", size, v, ms, 1.0, steps_per_s_limit);
+        add_row(&rep, "greedy decode, batch 1, CUDA graph", size, v, ms, 1.0, steps_per_s_limit[v]);
         snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
         ms = time_decode(&e, PB, prompt, steps, tokens, NULL);
-        add_row(&rep, "greedy decode, batch 8, CUDA graph", size, v, ms, (double)PB, PB * steps_per_s_limit);
+        add_row(&rep, "greedy decode, batch 8, CUDA graph", size, v, ms, (double)PB, PB * steps_per_s_limit[v]);
         /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
         engine_profile pp = {0}, pd = {0};
         e.profile = &pp;
