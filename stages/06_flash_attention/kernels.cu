@@ -697,6 +697,7 @@ static const char *launch_unfused_cublas(const attention_problem *p)
     WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_blas, CUBLAS_OP_T, CUBLAS_OP_N, N, N, d, &scale, p->k, in, d,
                                                (long long)N * d, p->q, in, d, (long long)N * d, &zero, S, CUDA_R_32F,
                                                N, (long long)N * N, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    /* one element per thread up to half a million blocks; past that the kernels stride (they are grid-stride loops) */
     int blocks = (int)((scores + 255) / 256 < 65535 * 8 ? (scores + 255) / 256 : 65535 * 8);
     if (p->causal) {
         mask_future_keys<<<blocks, 256>>>(S, scores, N);
