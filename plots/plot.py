@@ -157,7 +157,42 @@ def draw(results_dir, out_dir):
         fig.savefig(target, dpi=110)
         plt.close(fig)
         print(f"drew {os.path.relpath(target, ROOT)}")
+        if stage == "10":
+            draw_serving(plt, rows, gpu_slug, out_dir)
     draw_attention_memory(plt, out_dir)
+
+
+def draw_serving(plt, rows, gpu_slug, out_dir):
+    """Stage 10's serving table as lines: tokens/s against the batch, one line per variant, and the
+    weight-streaming limit times the batch (dashed; fp32 and fp16). Nothing when the CSV has no serving rows."""
+    serving = [r for r in rows if r["problem"].startswith("serving, batch ") and finite(r["throughput"])]
+    if not serving:
+        return
+    batch = lambda r: int(re.match(r"serving, batch (\d+)", r["problem"]).group(1))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for v in sorted({r["variant"] for r in serving}, key=lambda v: int(v[1:])):
+        rs = sorted((r for r in serving if r["variant"] == v), key=batch)
+        ax.plot([batch(r) for r in rs], [r["throughput"] for r in rs], "o-", label=f"{v}: {rs[0]['name']}")
+    for fp16, style in ((False, "--"), (True, ":")):
+        rs = sorted((r for r in serving if (r["variant"] in STAGE10_FP16) == fp16), key=batch)
+        if rs:
+            ax.plot([batch(r) for r in rs], [r["roof"] for r in rs], style, color="#555555", linewidth=1,
+                    label=f"weight-streaming limit × batch ({'fp16' if fp16 else 'fp32'})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    batches = sorted({batch(r) for r in serving})
+    ax.set_xticks(batches)
+    ax.set_xticklabels([str(b) for b in batches])
+    ax.set_xlabel("sequences decoded together (batch)")
+    ax.set_ylabel("tokens/s (all sequences)")
+    ax.set_title(f"Stage 10: serving, mixed prompt lengths, on {serving[0]['gpu']}", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    target = os.path.join(out_dir, f"stage10_serving_{gpu_slug}.png")
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    print(f"drew {os.path.relpath(target, ROOT)}")
 
 
 def draw_attention_memory(plt, out_dir):
@@ -256,7 +291,9 @@ MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "t
 # Variants that need more than sm_75 (each stage's table of variants says so:
 # min_cc): they do not run on a T4 at all.
 NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90"}, "04": {"v4": "sm_80", "v5": "sm_90"},
-               "06": {"v5": "sm_80"}, "10": {"v2": "sm_80"}}
+               "06": {"v5": "sm_80"}, "10": {"v2": "sm_80", "v4": "sm_80"}}
+# Stage 10's variants that store fp16 (2 bytes a weight; the others fp32).
+STAGE10_FP16 = ("v2", "v4")
 # GPT-2 124M (stage 10): parameters, all streamed once per decode step.
 GPT2_124M_PARAMS = 124_439_808
 
@@ -270,6 +307,11 @@ def compute_unit(stage, problem, variant):
     return "tensor"
 
 
+def is_decode(r):
+    """Stage 10's decode steps (greedy decode and the serving table): bound by streaming the weights."""
+    return r["problem"].startswith(("greedy decode", "serving"))
+
+
 def t4_prediction(r):
     """(floor ms, estimate ms, what limits it) on a T4 for one measured row; None where it cannot run."""
     stage = r["stage"][-2:]
@@ -281,8 +323,8 @@ def t4_prediction(r):
         key, work = "GB/s", r["throughput"] * ms / 1e3         # GB moved
     elif r["unit"] == "TFLOP/s":
         key, work = compute_unit(stage, r["problem"], r["variant"]), r["throughput"] * ms / 1e3  # TFLOP done
-    elif stage == "10" and r["problem"].startswith("greedy decode"):  # every weight once per step, at any batch
-        key, work = "GB/s", GPT2_124M_PARAMS * (2 if r["variant"] == "v2" else 4) / 1e9
+    elif stage == "10" and is_decode(r):  # every weight once per step, at any batch
+        key, work = "GB/s", GPT2_124M_PARAMS * (2 if r["variant"] in STAGE10_FP16 else 4) / 1e9
     elif stage == "10":  # prefill: fp32 linear layers on CUDA cores (v2's fp16 needs sm_80)
         key, work = "fp32", 2 * GPT2_124M_PARAMS * r["throughput"] * ms / 1e3 / 1e12
     else:
@@ -290,7 +332,7 @@ def t4_prediction(r):
     floor = work / T4_ROOF[key] * 1e3
     if not roofs or not ms > 0:
         return floor, float("nan"), key
-    if stage == "10" and r["problem"].startswith("greedy decode"):
+    if stage == "10" and is_decode(r):
         # decode at batch 1-8 is bound by launches and latency, not bytes: that time does not shrink or
         # grow with bandwidth, so the T4 pays its own weight streaming plus the measured rest
         return floor, floor + max(0.0, ms - work / roofs[key] * 1e3), key

@@ -2,8 +2,8 @@
  * @file tests/test_gpt2.c
  * @brief CPU tests of stage 10's host side: the safetensors reader against
  *        crafted bad files, the model binding, the CPU reference (full forward
- *        against the KV-cached step), and the BPE tokenizer on a small
- *        vocabulary made here.
+ *        against the KV-cached step), the BPE tokenizer on a small
+ *        vocabulary made here, and the order of v3's argmax keys.
  */
 #include <math.h>
 #include <stdint.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "argmax_key.h"
 #include "gpt2.h"
 #include "model.h"
 #include "rng.h"
@@ -329,9 +330,59 @@ static void test_tokenizer(void)
     remove("test_vocab.json"), remove("test_merges.txt"), remove("test_merges_bad.txt");
 }
 
+/** v1/v2's argmax order: a larger value, then a lower token. */
+static int better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
+
+/**
+ * v3's LM head takes the argmax as an atomicMax of 64-bit keys: their unsigned
+ * order must be v1/v2's order of (value, token) for every pair of numbers,
+ * ties, ±0, ±inf and denormals included; NaN below everything; and the key
+ * must give its token back.
+ */
+static void test_argmax_key(void)
+{
+    const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, 1e-40f, -1e-40f, 3.4e38f, -3.4e38f,
+                             0.5f, -0.5f, 1.0000001f};
+    const int n_special = (int)(sizeof special / sizeof special[0]);
+    wb_rng r;
+    wb_rng_seed(&r, 5);
+    int wrong = 0;
+    for (int trial = 0; trial < 200000; ++trial) {
+        float a, b;
+        int i = wb_rng_int(&r, 0, 50256), j = wb_rng_int(&r, 0, 50256);
+        if (trial % 3 == 0) a = special[wb_rng_int(&r, 0, n_special - 1)], b = special[wb_rng_int(&r, 0, n_special - 1)];
+        else if (trial % 3 == 1) a = (float)wb_rng_int(&r, -4, 4), b = (float)wb_rng_int(&r, -4, 4); /* many ties */
+        else a = wb_rng_uniform(&r, -30.0f, 30.0f), b = wb_rng_uniform(&r, -30.0f, 30.0f);
+        if (i == j) continue;
+        unsigned long long ka = gpt2_argmax_key(a, i), kb = gpt2_argmax_key(b, j);
+        wrong += (ka > kb) != better(a, i, b, j);
+        wrong += gpt2_argmax_key_token(ka, 50257) != i;
+    }
+    EXPECT(wrong == 0);
+    EXPECT(gpt2_argmax_key(NAN, 3) == 0ull && gpt2_argmax_key(-NAN, 3) == 0ull);
+    EXPECT(gpt2_argmax_key(-INFINITY, 50256) > gpt2_argmax_key(NAN, 0));
+    EXPECT(gpt2_argmax_key_token(0ull, 10) == 0);                         /* a row of NaN: token 0 */
+    EXPECT(gpt2_argmax_key_token(gpt2_argmax_key(1.0f, 12), 10) == 0);    /* outside the vocabulary: 0 */
+    /* a row's argmax by keys equals the loop's, on rows with ties and NaNs */
+    for (int row = 0; row < 200; ++row) {
+        enum { V = 997 };
+        float x[V];
+        for (int k = 0; k < V; ++k) x[k] = wb_rng_int(&r, 0, 9) == 0 ? NAN : (float)wb_rng_int(&r, -20, 20) * 0.25f;
+        float bv = -INFINITY; /* as argmax_kernel: NaN is never better; an all-NaN row gives token 0 */
+        int bi = 0x7fffffff;
+        for (int k = 0; k < V; ++k)
+            if (better(x[k], k, bv, bi)) bv = x[k], bi = k;
+        int best = bi < V ? bi : 0;
+        unsigned long long key = 0;
+        for (int k = V - 1; k >= 0; --k) key = gpt2_argmax_key(x[k], k) > key ? gpt2_argmax_key(x[k], k) : key;
+        EXPECT(gpt2_argmax_key_token(key, V) == best);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {{"safetensors", test_safetensors}, {"model", test_model},
-                                    {"reference", test_reference}, {"tokenizer", test_tokenizer}};
+                                    {"reference", test_reference}, {"tokenizer", test_tokenizer},
+                                    {"argmax_key", test_argmax_key}};
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

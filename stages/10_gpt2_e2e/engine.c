@@ -15,6 +15,7 @@
 #include "06_flash_attention/kernels.h"
 #include "08_paged_kv_cache/kernels.h"
 #include "09_paged_attention/kernels.h"
+#include "argmax_key.h"
 #include "cuda_check.h"
 #include "device.h"
 #include "fp16.h"
@@ -69,7 +70,19 @@ static void *upload(const float *src, size_t n, wb_dtype dtype, const char *what
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return upload(src, n, WB_F32, what); }
 
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int max_seqs, int max_tokens)
+/** Upload a [K][N] matrix transposed, as [N][K] (v3's decode linear reads each output's K weights contiguously). */
+static void *upload_transposed(const float *src, int K, int N, wb_dtype dtype, const char *what)
+{
+    float *t = wb_host_alloc((size_t)K * N * 4, what);
+    for (size_t k = 0; k < (size_t)K; ++k)
+        for (size_t n = 0; n < (size_t)N; ++n) t[n * K + k] = src[k * N + n];
+    void *d = upload(t, (size_t)K * N, dtype, what);
+    free(t);
+    return d;
+}
+
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int fused_decode, int max_seqs,
+                        int max_tokens)
 {
     memset(e, 0, sizeof *e);
     const gpt2_config *c = &m->cfg;
@@ -89,6 +102,9 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
+    if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
+    e->fused_decode = fused_decode;
+    e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
 
     /* weights: matrices in the engine's precision, LayerNorm and biases fp32; wte also transposed for the LM head */
     const gpt2_weights *w = &m->w;
@@ -101,9 +117,12 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         for (int k = 0; k < C; ++k) wt[(size_t)k * Vp + v] = w->wte[(size_t)v * C + k];
     e->wte_t = upload(wt, (size_t)Vp * C, dtype, "wte transposed");
     free(wt);
-    void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w};
+    void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w, &e->qkv_wt, &e->proj_wt, &e->fc_wt, &e->fcproj_wt};
     float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
-    for (size_t i = 0; i < 4; ++i) *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
+    for (size_t i = 0; i < 8; ++i) {
+        *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
+        memset(*mats[i], 0, (size_t)L * sizeof(void *)); /* the transposed ones stay NULL without v3 */
+    }
     for (size_t i = 0; i < 8; ++i) *vecs[i] = wb_host_alloc((size_t)L * sizeof(float *), "layer table");
     e->k_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
     e->v_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
@@ -113,6 +132,12 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->proj_w[l] = upload(b->proj_w, (size_t)C * C, dtype, "proj weight");
         e->fc_w[l] = upload(b->fc_w, (size_t)C * 4 * C, dtype, "fc weight");
         e->fcproj_w[l] = upload(b->fcproj_w, (size_t)4 * C * C, dtype, "fc proj weight");
+        if (fused_decode) { /* prefill's GEMM reads [K][N], v3's decode linear [N][K]: both are kept */
+            e->qkv_wt[l] = upload_transposed(b->qkv_w, C, 3 * C, dtype, "qkv weight, transposed");
+            e->proj_wt[l] = upload_transposed(b->proj_w, C, C, dtype, "proj weight, transposed");
+            e->fc_wt[l] = upload_transposed(b->fc_w, C, 4 * C, dtype, "fc weight, transposed");
+            e->fcproj_wt[l] = upload_transposed(b->fcproj_w, 4 * C, C, dtype, "fc proj weight, transposed");
+        }
         e->qkv_b[l] = upload_f32(b->qkv_b, (size_t)3 * C, "qkv bias");
         e->proj_b[l] = upload_f32(b->proj_b, (size_t)C, "proj bias");
         e->fc_b[l] = upload_f32(b->fc_b, (size_t)4 * C, "fc bias");
@@ -168,6 +193,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->d_tokens = wb_device_alloc(R * 4, "tokens");
     e->d_positions = wb_device_alloc(R * 4, "positions");
     e->d_next = wb_device_alloc(R * 4, "next tokens");
+    e->d_best = wb_device_alloc((size_t)max_seqs * sizeof(unsigned long long), "argmax keys");
     e->d_slots = wb_device_alloc(R * 8, "slots");
     e->d_tables = wb_device_alloc((size_t)max_seqs * pages_per_seq * 4, "block tables");
     e->d_lens = wb_device_alloc((size_t)max_seqs * 4, "lengths");
@@ -182,15 +208,16 @@ void engine_free(gpt2_engine *e)
     if (e->graph_exec) WB_CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)e->graph_exec));
     for (int l = 0; e->qkv_w && l < e->cfg.n_layer; ++l) {
         void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
-                     e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l]};
+                     e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
+                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l]}; /* (the last four NULL unless v3) */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
-                 e->d_tables, e->d_lens};
+                 e->d_tables, e->d_lens, e->d_best};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
-    void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
+    void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
                  e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_tables, e->h_slots};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
     kv_destroy(&e->kv);
@@ -353,8 +380,11 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
  * replayed. Stage 09 is told the longest possible context (max_T): partitions
  * past a sequence's length exit at once.
  */
+static const char *decode_kernels_fused(gpt2_engine *e, int n);
+
 static const char *decode_kernels(gpt2_engine *e, int n)
 {
+    if (e->fused_decode && n <= DECODE_MAX_ROWS) return decode_kernels_fused(e, n);
     const gpt2_config *c = &e->cfg;
     int C = c->C, H = c->n_head, d = C / H, V = c->vocab;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
@@ -374,7 +404,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
         decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T,
                              (long long)n * c->max_T, 1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l],
                              e->v_pool[l], e->d_tables, e->d_lens, e->att, e->decode_workspace,
-                             e->decode_workspace_bytes, e->decode_counters};
+                             e->decode_workspace_bytes, e->decode_counters, NULL};
         TRY(decode_variants[e->decode_variant].launch(&dp));
         charge(e, &p->attention, &mark);
         TRY(block_tail(e, l, n, &mark));
@@ -383,6 +413,60 @@ static const char *decode_kernels(gpt2_engine *e, int n)
     charge(e, &p->layernorm, &mark);
     TRY(linear(e, e->ln, e->wte_t, NULL, e->logits, n, e->vocab_padded, C, GELU_NONE));
     TRY(gpt2_argmax(e->dtype, e->logits, n, V, e->vocab_padded, e->d_next));
+    charge(e, &p->lm_head, &mark);
+    return NULL;
+}
+
+/**
+ * v3's decode step for n <= DECODE_MAX_ROWS sequences: per block, the QKV
+ * linear with LayerNorm before it and the K/V append after it, stage 09's
+ * attention, and three more linears with their LayerNorm, bias, GELU and
+ * residual add fused in; then the LM head with the final LayerNorm and the
+ * argmax fused in (its keys start at zero: the memset). On sm_90 each linear
+ * starts as a programmatic dependent of the kernel before it: its first
+ * weights stream while that kernel finishes.
+ */
+static const char *decode_kernels_fused(gpt2_engine *e, int n)
+{
+    const gpt2_config *c = &e->cfg;
+    int C = c->C, H = c->n_head, d = C / H;
+    engine_profile dummy, *p = e->profile ? e->profile : &dummy;
+    double mark = wb_wall_ms();
+    WB_CUDA_CHECK(cudaMemsetAsync(e->d_best, 0, (size_t)n * sizeof(unsigned long long), cudaStreamPerThread));
+    TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, n, C));
+    charge(e, &p->other, &mark);
+    for (int l = 0; l < c->n_layer; ++l) {
+        decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = e->x, .ln_w = e->ln1_w[l], .ln_b = e->ln1_b[l],
+                                  .w_t = e->qkv_wt[l], .bias = e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C,
+                                  .K = C, .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->d_slots,
+                                  .H = H, .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch};
+        TRY(gpt2_decode_linear(e->dtype, &qkv));
+        charge(e, &p->linear, &mark);
+        decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T,
+                             (long long)n * c->max_T, 1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l],
+                             e->v_pool[l], e->d_tables, e->d_lens, e->att, e->decode_workspace,
+                             e->decode_workspace_bytes, e->decode_counters, NULL};
+        TRY(decode_variants[e->decode_variant].launch(&dp));
+        charge(e, &p->attention, &mark);
+        decode_linear_args proj = {.epilogue = DECODE_RESIDUAL, .x = e->att, .w_t = e->proj_wt[l],
+                                   .bias = e->proj_b[l], .y = e->x, .M = n, .N = C, .K = C,
+                                   .dependent_launch = e->dependent_launch};
+        decode_linear_args fc = {.epilogue = DECODE_GELU, .x = e->x, .ln_w = e->ln2_w[l], .ln_b = e->ln2_b[l],
+                                 .w_t = e->fc_wt[l], .bias = e->fc_b[l], .y = e->hidden, .M = n, .N = 4 * C, .K = C,
+                                 .dependent_launch = e->dependent_launch};
+        decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
+                                     .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
+                                     .dependent_launch = e->dependent_launch};
+        TRY(gpt2_decode_linear(e->dtype, &proj));
+        TRY(gpt2_decode_linear(e->dtype, &fc));
+        TRY(gpt2_decode_linear(e->dtype, &fcproj));
+        charge(e, &p->linear, &mark);
+    }
+    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous */
+    decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = e->x, .ln_w = e->lnf_w, .ln_b = e->lnf_b,
+                               .w_t = e->wte, .y = e->logits, .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C,
+                               .best = e->d_best, .dependent_launch = e->dependent_launch};
+    TRY(gpt2_decode_linear(e->dtype, &head));
     charge(e, &p->lm_head, &mark);
     return NULL;
 }
@@ -459,7 +543,13 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
         if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
-    WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    if (e->fused_decode && n <= DECODE_MAX_ROWS) { /* v3's LM head leaves an argmax key per sequence */
+        unsigned long long keys[DECODE_MAX_ROWS];
+        WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    }
     if (logits) logits_to_host(e, e->logits, n, logits);
     return NULL;
 }

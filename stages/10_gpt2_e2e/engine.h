@@ -18,7 +18,10 @@
  *
  * then a final LayerNorm, logits = x·wteᵀ (stage 04 on a transposed copy of
  * wte) and the argmax. A decode step has only a few rows: its linear layers
- * use this stage's small-M kernel instead of a tiled GEMM (see kernels.h). Activations and matrices are stored in the chosen
+ * use this stage's small-M kernel instead of a tiled GEMM (see kernels.h);
+ * v3 fuses each with its neighbours (LayerNorm before, bias, GELU, residual
+ * add or the K/V append after, the argmax into the LM head), 4 kernels and
+ * stage 09's attention per block. Activations and matrices are stored in the chosen
  * precision (fp32, or fp16 with fp32 accumulation); LayerNorm parameters and
  * biases stay fp32.
  */
@@ -112,6 +115,13 @@ typedef struct {
     int decode_variant;       /**< index into stage 09's decode_variants */
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
+    int fused_decode;         /**< v3: decode steps of up to DECODE_MAX_ROWS sequences run the fused kernels */
+    int dependent_launch;     /**< v3 on sm_90: its kernels start as programmatic dependents of the one before */
+    void **qkv_wt;            /**< v3, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
+    void **proj_wt;           /**< v3, per layer: [C][C] */
+    void **fc_wt;             /**< v3, per layer: [4C][C] */
+    void **fcproj_wt;         /**< v3, per layer: [C][4C] */
+    unsigned long long *d_best; /**< v3: the LM head's argmax key per sequence */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
 } gpt2_engine;
@@ -119,9 +129,12 @@ typedef struct {
 /**
  * @brief Upload a model and allocate the cache for max_seqs sequences of up to
  *        max_T tokens and forwards of up to max_tokens rows.
+ * @param fused_decode 1: v3's fused decode step for batches of up to 8 (the
+ *        matrices are also kept transposed for it); 0: v1/v2's kernels
  * @return NULL, or why not (a variant this GPU lacks, out of memory)
  */
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int max_seqs, int max_tokens);
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int fused_decode, int max_seqs,
+                        int max_tokens);
 
 /** @brief Free everything. */
 void engine_free(gpt2_engine *e);

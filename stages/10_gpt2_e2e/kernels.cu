@@ -1,15 +1,19 @@
 /**
  * @file stages/10_gpt2_e2e/kernels.cu
- * @brief Stage 10's glue kernels (see kernels.h): simple, memory-bound, one
- *        thread per element; a small fraction of a forward pass (the page
- *        measures it).
+ * @brief Stage 10's own kernels (see kernels.h): the glue (simple,
+ *        memory-bound, one thread per element; a small fraction of a forward
+ *        pass, the page measures it), the decode-time linear of v1/v2, and
+ *        v3's fused decode linear.
  */
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "04_fused_gelu_linear/bias_gelu.cuh" /* gelu_tanh */
 #include "cuda_check.h"
 #include "device.h" /* wb_current_gpu */
 #include "dtype_device.cuh"
+#include "gpt2.h" /* GPT2_LN_EPS */
+#include "argmax_key.h"
 #include "kernels.h"
 
 /** @brief Blocks of 256 covering n (at most 2^31 − 1 blocks). */
@@ -235,5 +239,281 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
         small_m_finish<T><<<blocks_for(n), 256>>>(workspace, bias, (T *)Y, M, N, splits, gelu);
         WB_CHECK_LAUNCH("small_m_finish");
         return NULL;
+    });
+}
+
+/* ------------------------------------------------------------------------ */
+/* v3: the fused decode step                                                 */
+/* ------------------------------------------------------------------------ */
+/*
+ * A decode step is ~100 matrix–vector products whose weights are read once
+ * each: the step's floor is its weight bytes at the copy roof. v1/v2 spend
+ * 14 launches per block on it (LayerNorm, the small-M linear's two passes,
+ * the head split, the cache append, the residual adds), each a few µs of
+ * launch and ramp for well under a µs of bytes. v3 gives each linear its
+ * neighbours: LayerNorm as its prologue, and bias, GELU, residual add or the
+ * K/V append as its epilogue — 4 kernels and stage 09's attention per block.
+ */
+
+/** @brief Warps per block of the fused decode linear; each warp owns one output at a time. */
+#define DECODE_WARPS 4
+/** @brief 16-byte loads of W each lane keeps in flight: 8·16 B·32 lanes = 4 KB a warp (K = 1024 fp32, 2048 fp16). */
+#define DECODE_LOADS 8
+
+/** @brief 16 bytes of fp32 storage as 4 floats. */
+static __device__ __forceinline__ void widen(uint4 u, float (&f)[4])
+{
+    f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
+}
+
+/** @brief Two fp16 values packed in 32 bits, widened. */
+static __device__ __forceinline__ float2 widen_pair(unsigned int bits)
+{
+    __half2_raw r;
+    r.x = (unsigned short)(bits & 0xffffu), r.y = (unsigned short)(bits >> 16);
+    return __half22float2(__half2(r));
+}
+
+/** @brief 16 bytes of fp16 storage as 8 floats. */
+static __device__ __forceinline__ void widen(uint4 u, float (&f)[8])
+{
+    const unsigned int bits[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float2 p = widen_pair(bits[i]);
+        f[2 * i] = p.x, f[2 * i + 1] = p.y;
+    }
+}
+
+/** @brief Sum over the warp; every lane gets it (stage 02's butterfly). */
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+/**
+ * @brief Programmatic dependent launch (sm_90): let the next kernel in the
+ *        stream start launching now, then wait until the kernel before this
+ *        one has finished and its writes are visible. Whatever a kernel does
+ *        before this call must not read what the kernel before writes: here,
+ *        only loads of the weights. Launched without the attribute, both
+ *        instructions do nothing.
+ */
+static __device__ __forceinline__ void dependent_launch_sync()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/**
+ * @brief This lane's share of one round of an output's weights: row n of
+ *        W [N][K], 16 bytes at k = k0 + (u·32 + lane)·VEC for u < DECODE_LOADS
+ *        (zeros past K, or when n >= N). Consecutive lanes read consecutive
+ *        16 bytes: each load instruction of the warp is 512 contiguous bytes.
+ */
+template <typename T>
+static __device__ __forceinline__ void fetch_weights(uint4 (&w)[DECODE_LOADS], const T *W, int n, int N, int K,
+                                                     int k0, int lane)
+{
+    constexpr int VEC = 16 / sizeof(T);
+#pragma unroll
+    for (int u = 0; u < DECODE_LOADS; ++u) {
+        int k = k0 + (u * 32 + lane) * VEC;
+        w[u] = n < N && k < K ? __ldg(reinterpret_cast<const uint4 *>(W + (long long)n * K + k)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/**
+ * @brief The prologue: rows[m][k] = LayerNorm(x[m])[k] for the M input rows,
+ *        in shared memory, fp32 (stage 05's two passes: the mean, then the
+ *        variance about it; a warp per row). Every block computes it for
+ *        itself: M·K values read from L2, against the K weights per output
+ *        that each warp streams from memory.
+ */
+template <typename T>
+static __device__ void layernorm_rows(const T *x, const float *gain, const float *shift, float *rows, int M, int K)
+{
+    __shared__ float mean[DECODE_MAX_ROWS], rstd[DECODE_MAX_ROWS];
+    for (int i = threadIdx.x; i < M * K; i += blockDim.x) rows[i] = load(x, i);
+    __syncthreads();
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int m = warp; m < M; m += DECODE_WARPS) {
+        const float *r = rows + (long long)m * K;
+        float s = 0.0f;
+        for (int k = lane; k < K; k += 32) s += r[k];
+        float mu = warp_sum(s) / K, v = 0.0f;
+        for (int k = lane; k < K; k += 32) v += (r[k] - mu) * (r[k] - mu);
+        v = warp_sum(v) / K;
+        if (lane == 0) mean[m] = mu, rstd[m] = rsqrtf(v + GPT2_LN_EPS);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < M * K; i += blockDim.x) {
+        int m = i / K, k = i % K;
+        rows[i] = (rows[i] - mean[m]) * rstd[m] * gain[k] + shift[k];
+    }
+    __syncthreads();
+}
+
+/** @brief The epilogue of output n of row m: s is the finished dot product. */
+template <typename T, decode_epilogue EPI>
+static __device__ __forceinline__ void decode_epilogue_apply(const decode_linear_args &a, int m, int n, float s,
+                                                             unsigned long long &best)
+{
+    if (a.bias) s += a.bias[n];
+    if (EPI == DECODE_GELU) {
+        store((T *)a.y, (long long)m * a.N + n, gelu_tanh(s));
+    } else if (EPI == DECODE_RESIDUAL) {
+        T *y = (T *)a.y;
+        long long i = (long long)m * a.N + n;
+        store(y, i, load(y, i) + s);
+    } else if (EPI == DECODE_QKV_APPEND) { /* n in [0, 3C): q, k or v; k and v go straight to the page pools */
+        int C = a.N / 3, part = n / C, c = n - part * C, d = C / a.H;
+        if (part == 0) {
+            store((T *)a.y, (long long)m * C + c, s);
+        } else { /* stage 08's pool layout [page][head][offset][d], at this row's slot */
+            long long slot = a.slots[m], page = slot / a.block_size, offset = slot % a.block_size;
+            T *pool = (T *)(part == 1 ? a.k_pool : a.v_pool);
+            store(pool, ((page * a.H + c / d) * a.block_size + offset) * d + c % d, s);
+        }
+    } else { /* DECODE_LOGITS_ARGMAX */
+        store((T *)a.y, (long long)m * a.ldy + n, s);
+        unsigned long long key = gpt2_argmax_key(s, n);
+        best = key > best ? key : best;
+    }
+}
+
+/**
+ * @brief v3's decode linear: y = epilogue(LayerNorm?(x)·W + bias) for M <= 8
+ *        rows, W given transposed ([N][K]).
+ *
+ * A warp per output, the grid at most one wave, each warp looping over
+ * outputs. For each output, every lane issues all its 16-byte loads of W
+ * (up to DECODE_LOADS at once) before using any, multiplies each by the
+ * same k-slice of the M input rows, and the warp's butterfly finishes the
+ * dot products. Lane m then applies the epilogue to row m. The next output's
+ * weights are requested before this one's epilogue, and the first output's
+ * before the prologue (and, as a programmatic dependent, before the kernel
+ * ahead has finished): the weights depend on nothing.
+ */
+template <typename T, decode_epilogue EPI>
+__global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_linear_args a)
+{
+    constexpr int VEC = 16 / sizeof(T), ROUND = 32 * VEC * DECODE_LOADS; /* the K one round of loads covers */
+    extern __shared__ __align__(16) float ln_rows[]; /* [M][K] LayerNorm(x), when a.ln_w (read as float4) */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, M = a.M, N = a.N, K = a.K;
+    const int stride = gridDim.x * DECODE_WARPS;
+    const T *W = (const T *)a.w_t, *X = (const T *)a.x;
+    int n = blockIdx.x * DECODE_WARPS + warp;
+    uint4 w16[DECODE_LOADS];
+    fetch_weights(w16, W, n, N, K, 0, lane);
+    dependent_launch_sync();
+    if (a.ln_w) layernorm_rows(X, a.ln_w, a.ln_b, ln_rows, M, K);
+    unsigned long long best = 0; /* lane m: row m's best (value, token) key over this warp's outputs */
+    for (; n < N; n += stride) {
+        float acc[DECODE_MAX_ROWS] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int k0 = 0;;) {
+#pragma unroll
+            for (int u = 0; u < DECODE_LOADS; ++u) {
+                int k = k0 + (u * 32 + lane) * VEC;
+                if (k >= K) break;
+                float w[VEC];
+                widen(w16[u], w);
+#pragma unroll
+                for (int m = 0; m < DECODE_MAX_ROWS; ++m) {
+                    if (m >= M) break;
+                    float x[VEC];
+                    if (a.ln_w) {
+#pragma unroll
+                        for (int v = 0; v < VEC; v += 4) {
+                            float4 f = *reinterpret_cast<const float4 *>(ln_rows + m * K + k + v);
+                            x[v] = f.x, x[v + 1] = f.y, x[v + 2] = f.z, x[v + 3] = f.w;
+                        }
+                    } else {
+                        widen(__ldg(reinterpret_cast<const uint4 *>(X + (long long)m * K + k)), x);
+                    }
+#pragma unroll
+                    for (int v = 0; v < VEC; ++v) acc[m] = fmaf(w[v], x[v], acc[m]);
+                }
+            }
+            k0 += ROUND;
+            if (k0 >= K) break;
+            fetch_weights(w16, W, n, N, K, k0, lane);
+        }
+        float mine = 0.0f; /* lane m keeps row m's sum */
+#pragma unroll
+        for (int m = 0; m < DECODE_MAX_ROWS; ++m) {
+            if (m >= M) break;
+            float s = warp_sum(acc[m]);
+            if (lane == m) mine = s;
+        }
+        if (n + stride < N) fetch_weights(w16, W, n + stride, N, K, 0, lane);
+        if (lane < M) decode_epilogue_apply<T, EPI>(a, lane, n, mine, best);
+    }
+    if (EPI == DECODE_LOGITS_ARGMAX) { /* the block's best per row, then one atomic per block and row */
+        __shared__ unsigned long long warp_best[DECODE_WARPS][DECODE_MAX_ROWS];
+        if (lane < M) warp_best[warp][lane] = best;
+        __syncthreads();
+        if (threadIdx.x < M) {
+            unsigned long long b = 0;
+            for (int w = 0; w < DECODE_WARPS; ++w) b = warp_best[w][threadIdx.x] > b ? warp_best[w][threadIdx.x] : b;
+            atomicMax(a.best + threadIdx.x, b);
+        }
+    }
+}
+
+/** @brief Launch one instantiation: at most one wave of blocks, as a programmatic dependent when asked. */
+template <typename T, decode_epilogue EPI>
+static const char *launch_decode_linear(const decode_linear_args *a)
+{
+    const void *kernel = (const void *)decode_linear_fused<T, EPI>;
+    size_t smem = a->ln_w ? (size_t)a->M * a->K * sizeof(float) : 0;
+    int sms, max_smem, dev;
+    wb_current_gpu(NULL, &sms);
+    WB_CUDA_CHECK(cudaGetDevice(&dev));
+    WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (smem > (size_t)max_smem) return "fused decode linear: M rows of K floats do not fit in shared memory";
+    if (smem > 48 * 1024)
+        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int per_sm = 0;
+    WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, smem));
+    long long wanted = (a->N + DECODE_WARPS - 1) / DECODE_WARPS, wave = (long long)per_sm * sms;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(wanted < wave ? wanted : wave));
+    cfg.blockDim = dim3(DECODE_WARPS * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = cudaStreamPerThread;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = a->dependent_launch ? 1 : 0;
+    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_linear_fused<T, EPI>, *a));
+    WB_CHECK_LAUNCH("decode_linear_fused");
+    return NULL;
+}
+
+const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
+{
+    int per16 = 16 / (int)wb_dtype_bytes(dtype);
+    if (a->M < 1 || a->M > DECODE_MAX_ROWS) return "fused decode linear: needs 1 <= M <= 8 rows";
+    if (a->N < 1 || a->K < 1 || a->K % per16)
+        return "fused decode linear: K must be a positive multiple of 16 bytes (4 fp32 or 8 fp16 values)";
+    if (a->epilogue == DECODE_QKV_APPEND && (a->N % 3 || a->H < 1 || (a->N / 3) % a->H))
+        return "fused decode linear: the QKV epilogue needs N = 3·C with C a multiple of the heads";
+    if (a->epilogue == DECODE_LOGITS_ARGMAX && (!a->best || a->ldy < a->N))
+        return "fused decode linear: the argmax epilogue needs best[] and ldy >= N";
+    return dispatch(dtype, [&](auto t) -> const char * {
+        using T = decltype(t);
+        switch (a->epilogue) {
+        case DECODE_QKV_APPEND: return launch_decode_linear<T, DECODE_QKV_APPEND>(a);
+        case DECODE_RESIDUAL: return launch_decode_linear<T, DECODE_RESIDUAL>(a);
+        case DECODE_GELU: return launch_decode_linear<T, DECODE_GELU>(a);
+        case DECODE_LOGITS_ARGMAX: return launch_decode_linear<T, DECODE_LOGITS_ARGMAX>(a);
+        }
+        return "fused decode linear: unknown epilogue";
     });
 }

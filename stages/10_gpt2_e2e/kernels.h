@@ -8,6 +8,8 @@
 #ifndef STAGE10_KERNELS_H
 #define STAGE10_KERNELS_H
 
+#include <stdint.h>
+
 #include "dtype.h"
 
 #ifdef __cplusplus
@@ -68,6 +70,53 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
 
 /** @brief Scratch gpt2_linear_small_m needs for an N-column layer, in floats. */
 size_t gpt2_small_m_workspace_floats(int N, int K);
+
+/* ------------------------------------------------------------------------ */
+/* v3: the fused decode step                                                 */
+/* ------------------------------------------------------------------------ */
+
+/** @brief Most rows (sequences) the fused decode linear takes. */
+#define DECODE_MAX_ROWS 8
+
+/** @brief What the fused decode linear does with each output y[m][n] = Σ_k x[m][k]·W[k][n] + bias[n]. */
+typedef enum {
+    DECODE_QKV_APPEND,    /**< q → y ([M][C] rows for stage 09); k and v → their slots in stage 08's page pools */
+    DECODE_RESIDUAL,      /**< y[m][n] += result: y is the residual stream */
+    DECODE_GELU,          /**< y[m][n] = GELU(result) (tanh form, as stage 04) */
+    DECODE_LOGITS_ARGMAX  /**< y[m][n] = result (rows ldy apart), and best[m] keeps the largest (value, lowest n) */
+} decode_epilogue;
+
+/**
+ * @brief One fused decode linear: [LayerNorm →] matrix–vector products → epilogue.
+ *
+ * W is given transposed, [N][K]: the K weights of each output are contiguous,
+ * so one warp reads them with 16-byte loads and reduces its dot product with
+ * shuffles (stage 02), and the warp that finishes an output can apply the
+ * whole epilogue to it.
+ */
+typedef struct {
+    decode_epilogue epilogue; /**< what happens to each output */
+    const void *x;            /**< [M][K] input rows, device */
+    const float *ln_w;        /**< LayerNorm gain [K]: normalise each row of x first (the prologue); NULL: none */
+    const float *ln_b;        /**< LayerNorm shift [K] (with ln_w) */
+    const void *w_t;          /**< [N][K] the weights, transposed; device */
+    const float *bias;        /**< [N] fp32, or NULL */
+    void *y;                  /**< the output (see the epilogue) */
+    int ldy;                  /**< DECODE_LOGITS_ARGMAX: row pitch of y in elements (>= N); else unused (N) */
+    int M;                    /**< rows, 1..DECODE_MAX_ROWS */
+    int N;                    /**< outputs per row */
+    int K;                    /**< inputs per row: a multiple of 16 bytes of the storage type (8 in fp16, 4 in fp32) */
+    void *k_pool;             /**< DECODE_QKV_APPEND: stage 08's K pool [num_pages][H][block_size][d] */
+    void *v_pool;             /**< the same for V */
+    const int64_t *slots;     /**< [M] each row's slot in the pools */
+    int H;                    /**< heads (N = 3·C, d = C / H) */
+    int block_size;           /**< tokens per page */
+    unsigned long long *best; /**< DECODE_LOGITS_ARGMAX: [M] argmax keys (argmax_key.h), zero before the launch */
+    int dependent_launch;     /**< 1: launched as a programmatic dependent of the kernel before (sm_90) */
+} decode_linear_args;
+
+/** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. */
+const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
 
 #ifdef __cplusplus
 }

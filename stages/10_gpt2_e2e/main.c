@@ -22,10 +22,19 @@
 #include "timing.h"
 #include "tokenizer.h"
 
-/** The two paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80). */
-static const char *const variant_ids[] = {"v1", "v2", NULL};
+/** The paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80); v3 and v4 are v1 and v2 with the fused
+ *  decode step (prefill unchanged). */
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
-                                           "fp16 storage, tensor cores, fp32 accumulation"};
+                                           "fp16 storage, tensor cores, fp32 accumulation",
+                                           "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
+                                           "v2 + fused decode step"};
+enum { N_VARIANTS = 4 };
+
+/** @brief Storage of variant v: odd variants are fp16. */
+static wb_dtype variant_dtype(int v) { return v % 2 ? WB_F16 : WB_F32; }
+/** @brief Whether variant v decodes with the fused step (v3, v4). */
+static int variant_fused(int v) { return v >= 2; }
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
@@ -72,15 +81,16 @@ static int report_check(const char *what, wb_compare_result r)
  * recomputing the whole sequence with prefill; (4) the batch against each
  * sequence decoded alone.
  */
-static int check_model(const gpt2_model *m, wb_dtype dtype, int full_size, int *checks)
+static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
 {
     const gpt2_config *c = &m->cfg;
     int V = c->vocab, failed = 0;
+    wb_dtype dtype = variant_dtype(v);
     wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
     gpt2_engine e;
-    const char *why = engine_init(&e, m, dtype, 8, 3 * c->max_T);
-    printf("%s model (V %d, L %d, H %d, C %d), %s:\n", full_size ? "full-size random" : "tiny random", V, c->n_layer,
-           c->n_head, c->C, wb_dtype_name(dtype));
+    const char *why = engine_init(&e, m, dtype, variant_fused(v), 8, 3 * c->max_T);
+    printf("%s model (V %d, L %d, H %d, C %d), %s: %s:\n", full_size ? "full-size random" : "tiny random", V,
+           c->n_layer, c->n_head, c->C, variant_ids[v], variant_what[v]);
     if (why) {
         printf("  skipped: %s\n", why);
         return 0;
@@ -276,6 +286,45 @@ static void print_profile(const char *what, const engine_profile *p)
            100 * p->layernorm / total, 100 * p->kv_append / total, 100 * p->other / total);
 }
 
+/** The serving table: up to 64 sequences with prompts of 16..512 tokens (seeded), prefilled 8 at a time. */
+enum { SERVE_MAX_SEQS = 64, SERVE_MIN_PROMPT = 16, SERVE_MAX_PROMPT = 512, SERVE_GROUP = 8, SERVE_STEPS = 32 };
+
+/**
+ * Serve B sequences of mixed prompt lengths `lens` (prompts one after another
+ * in `tokens`): prefill them 8 at a time, take one untimed decode step (it
+ * captures the graph for batch B), then time `steps` steps of all B together;
+ * ms per step. `prof`: profile the steps instead.
+ */
+static double time_serving(gpt2_engine *e, int B, const int *lens, const int *tokens, int steps, engine_profile *prof)
+{
+    int seqs[SERVE_MAX_SEQS] = {0}, cur[SERVE_MAX_SEQS] = {0}, nx[SERVE_MAX_SEQS] = {0}, started = 0;
+    const char *why = NULL;
+    for (int b = 0; b < B; ++b) seqs[b] = b;
+    for (int off = 0; started < B && !why;) {
+        int g = B - started < SERVE_GROUP ? B - started : SERVE_GROUP;
+        why = engine_prefill(e, g, seqs + started, tokens + off, lens + started, cur + started, NULL);
+        for (int i = 0; i < g; ++i) off += lens[started + i];
+        if (!why) started += g;
+    }
+    if (!why) why = engine_decode(e, B, seqs, cur, nx, NULL), memcpy(cur, nx, (size_t)B * sizeof(int));
+    double t = NAN;
+    if (!why) {
+        WB_CUDA_CHECK(cudaDeviceSynchronize());
+        e->profile = prof;
+        double t0 = wb_wall_ms();
+        for (int s = 0; s < steps && !why; ++s) {
+            why = engine_decode(e, B, seqs, cur, nx, NULL);
+            memcpy(cur, nx, (size_t)B * sizeof(int));
+        }
+        WB_CUDA_CHECK(cudaDeviceSynchronize());
+        t = (wb_wall_ms() - t0) / steps;
+        e->profile = NULL;
+    }
+    if (why) fprintf(stderr, "serving, batch %d: %s\n", B, why);
+    for (int b = 0; b < started; ++b) engine_release(e, b);
+    return why ? NAN : t;
+}
+
 static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts *opt)
 {
     wb_report rep;
@@ -283,59 +332,92 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
     enum { PB = 8, PT = 1024, PROMPT = 128, STEPS = 128 };
     const gpt2_config *c = &m->cfg;
     int T = PT < c->max_T ? PT : c->max_T;
-    int *tokens = malloc((size_t)PB * T * sizeof(int));
     wb_rng r;
     wb_rng_seed(&r, (uint64_t)opt->seed);
-    for (int i = 0; i < PB * T; ++i) tokens[i] = wb_rng_int(&r, 0, c->vocab - 1);
-    char size[64];
+    /* the serving table's prompt lengths (16..512, or up to half the context), then enough random tokens for them
+     * all and for the B8 x T prefill */
+    int serve_lens[SERVE_MAX_SEQS], serve_total = 0, max_prompt = SERVE_MAX_PROMPT < c->max_T / 2 ? SERVE_MAX_PROMPT : c->max_T / 2;
+    for (int i = 0; i < SERVE_MAX_SEQS; ++i) {
+        serve_lens[i] = wb_rng_int(&r, max_prompt < SERVE_MIN_PROMPT ? 1 : SERVE_MIN_PROMPT, max_prompt);
+        serve_total += serve_lens[i];
+    }
+    int n_tokens = serve_total > PB * T ? serve_total : PB * T;
+    int *tokens = malloc((size_t)n_tokens * sizeof(int));
+    for (int i = 0; i < n_tokens; ++i) tokens[i] = wb_rng_int(&r, 0, c->vocab - 1);
+    char size[64], problem[96];
     /* The decode roof: a decode step reads every weight once (the LM head reads all of wte; of wpe only one
      * row), so at batch B it cannot beat B tokens per (weight bytes / copy bandwidth). */
     double streamed_params = (double)m->n_params - (double)c->max_T * c->C;
-    double steps_per_s_limit[2]; /* [v]: fp32 weights (4 bytes), fp16 (2) */
-    for (int v = 0; v < 2; ++v) steps_per_s_limit[v] = dev->copy_gbps * 1e9 / (streamed_params * (v ? 2 : 4));
+    double steps_per_s_limit[2]; /* [storage]: fp32 weights (4 bytes), fp16 (2) */
+    for (int f = 0; f < 2; ++f) steps_per_s_limit[f] = dev->copy_gbps * 1e9 / (streamed_params * (f ? 2 : 4));
     printf("decode roof (the weight-streaming limit): %.0f MB of fp32 weights or %.0f MB of fp16 per step at "
            "%.0f GB/s = %.0f or %.0f steps/s\n", streamed_params * 4 / 1e6, streamed_params * 2 / 1e6, dev->copy_gbps,
            steps_per_s_limit[0], steps_per_s_limit[1]);
-    for (int v = 0; v < 2; ++v) {
+    for (int v = 0; v < N_VARIANTS; ++v) {
         if (opt->variant >= 0 && opt->variant != v) continue;
-        wb_dtype dtype = v ? WB_F16 : WB_F32;
+        wb_dtype dtype = variant_dtype(v);
+        double limit = steps_per_s_limit[dtype == WB_F16];
         gpt2_engine e;
-        const char *why = engine_init(&e, m, dtype, PB, PB * T);
+        const char *why = engine_init(&e, m, dtype, variant_fused(v), SERVE_MAX_SEQS, PB * T);
         if (why) {
             printf("%s: %s\n", variant_ids[v], why);
             continue;
         }
-        snprintf(size, sizeof size, "B%d x T%d", PB, T);
-        double ms = time_prefill(&e, PB, T, tokens, 3);
-        add_row(&rep, "prefill, tokens per second", size, v, ms, (double)PB * T, v ? PEER_PREFILL_FP16 : PEER_PREFILL_FP32);
+        double ms;
+        if (!variant_fused(v)) { /* v3 and v4 prefill with v1's and v2's kernels */
+            snprintf(size, sizeof size, "B%d x T%d", PB, T);
+            ms = time_prefill(&e, PB, T, tokens, 3);
+            add_row(&rep, "prefill, tokens per second", size, v, ms, (double)PB * T,
+                    dtype == WB_F16 ? PEER_PREFILL_FP16 : PEER_PREFILL_FP32);
+        }
         int prompt = PROMPT < c->max_T / 2 ? PROMPT : c->max_T / 2, steps = STEPS < c->max_T - prompt ? STEPS : c->max_T - prompt - 1;
         snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
         e.use_graphs = 0;
         ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
-        add_row(&rep, "greedy decode, batch 1, kernel by kernel", size, v, ms, 1.0, steps_per_s_limit[v]);
+        add_row(&rep, "greedy decode, batch 1, kernel by kernel", size, v, ms, 1.0, limit);
         e.use_graphs = 1;
         ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
-        add_row(&rep, "greedy decode, batch 1, CUDA graph", size, v, ms, 1.0, steps_per_s_limit[v]);
+        add_row(&rep, "greedy decode, batch 1, CUDA graph", size, v, ms, 1.0, limit);
         snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
         ms = time_decode(&e, PB, prompt, steps, tokens, NULL);
-        add_row(&rep, "greedy decode, batch 8, CUDA graph", size, v, ms, (double)PB, PB * steps_per_s_limit[v]);
+        add_row(&rep, "greedy decode, batch 8, CUDA graph", size, v, ms, (double)PB, PB * limit);
         /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
         engine_profile pp = {0}, pd = {0};
-        e.profile = &pp;
-        time_prefill(&e, PB, T, tokens, 1);
-        pp.layernorm /= 2, pp.linear /= 2, pp.attention /= 2, pp.kv_append /= 2, pp.lm_head /= 2, pp.other /= 2;
-        e.profile = NULL;
-        time_decode(&e, 1, prompt, 8, tokens, &pd);
         printf("%s, where the time goes (each kind of kernel synchronised, so launch gaps are charged too):\n",
                variant_ids[v]);
-        print_profile("prefill B8 x T1024", &pp);
+        if (!variant_fused(v)) {
+            e.profile = &pp;
+            time_prefill(&e, PB, T, tokens, 1);
+            pp.layernorm /= 2, pp.linear /= 2, pp.attention /= 2, pp.kv_append /= 2, pp.lm_head /= 2, pp.other /= 2;
+            e.profile = NULL;
+            print_profile("prefill B8 x T1024", &pp);
+        }
+        time_decode(&e, 1, prompt, 8, tokens, &pd);
         print_profile("decode batch 1, 8 steps", &pd);
+        /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
+         * (v3/v4 fuse batches of up to 8; larger batches take v1/v2's GEMM path) */
+        static const int serve_batches[] = {1, 8, 32, 64};
+        for (size_t i = 0; i < sizeof serve_batches / sizeof serve_batches[0]; ++i) {
+            int B = serve_batches[i], lo = max_prompt, hi = 0;
+            for (int b = 0; b < B; ++b) {
+                lo = serve_lens[b] < lo ? serve_lens[b] : lo;
+                hi = serve_lens[b] > hi ? serve_lens[b] : hi;
+            }
+            snprintf(problem, sizeof problem, "serving, batch %d, mixed prompt lengths", B);
+            snprintf(size, sizeof size, "prompts %d..%d, %d steps", lo, hi, SERVE_STEPS);
+            ms = time_serving(&e, B, serve_lens, tokens, SERVE_STEPS, NULL);
+            add_row(&rep, problem, size, v, ms, (double)B, B * limit);
+            engine_profile ps = {0};
+            time_serving(&e, B, serve_lens, tokens, 4, &ps);
+            snprintf(problem, sizeof problem, "serving batch %d, 4 steps", B);
+            print_profile(problem, &ps);
+        }
         engine_free(&e);
     }
     free(tokens);
     printf("\n%% of roof: prefill rows against Hugging Face transformers (eager, PyTorch 2.11, same H100: %.0f tok/s "
-           "fp32, %.0f fp16); decode rows against the weight-streaming limit above (HF's batch-1 fp32 decode: %.0f "
-           "tok/s)\n", PEER_PREFILL_FP32, PEER_PREFILL_FP16, PEER_DECODE_B1_FP32);
+           "fp32, %.0f fp16); decode and serving rows against the weight-streaming limit above times the batch "
+           "(HF's batch-1 fp32 decode: %.0f tok/s)\n", PEER_PREFILL_FP32, PEER_PREFILL_FP16, PEER_DECODE_B1_FP32);
     return wb_report_finish(&rep, opt->csv);
 }
 
@@ -356,7 +438,7 @@ int main(int argc, char **argv)
         {"--prompt-ids", "IDS", "the prompt as token ids: 464,2068,... (default: 464,2068,7586,21831)", WB_OPT_STRING, &prompt_ids, 0, 0, 0, NULL},
         {"--steps", "N", "tokens to generate (default 32)", WB_OPT_INT, &steps, 1, 1, 1 << 20, NULL},
         {"--batch", "B", "sequences served together: the prompt cut to B different lengths (default 1)", WB_OPT_INT, &batch, 1, 1, 64, NULL},
-        {"--fp16", NULL, "fp16 storage (the v2 path)", WB_OPT_FLAG, &fp16, 0, 0, 0, NULL},
+        {"--fp16", NULL, "fp16 storage (the v2 path; with --variant v3, v4's)", WB_OPT_FLAG, &fp16, 0, 0, 0, NULL},
         {"--bench", NULL, "tokens per second: prefill B8 x T1024 and greedy decode", WB_OPT_FLAG, &bench_flag, 0, 0, 0, NULL},
     };
     const wb_program prog = {"stage10_gpt2_e2e", "Stage 10: GPT-2 end to end (prefill + paged greedy decode) from the "
@@ -435,14 +517,14 @@ int main(int argc, char **argv)
         gpt2_config tiny = {300, 64, 2, 2, 128};
         gpt2_model m;
         gpt2_model_random(&m, &tiny, (uint64_t)opt.seed);
-        for (int v = 0; v < 2; ++v)
-            if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v ? WB_F16 : WB_F32, 0, &checks);
+        for (int v = 0; v < N_VARIANTS; ++v)
+            if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v, 0, &checks);
         gpt2_model_free(&m);
         if (opt.check_max >= 100000000) { /* the full-size random model (skipped under the sanitizers) */
             gpt2_config full = gpt2_config_124m();
             gpt2_model_random(&m, &full, (uint64_t)opt.seed + 1);
-            for (int v = 0; v < 2; ++v)
-                if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v ? WB_F16 : WB_F32, 1, &checks);
+            for (int v = 0; v < N_VARIANTS; ++v)
+                if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v, 1, &checks);
             gpt2_model_free(&m);
         }
         printf("stage10 --check: %d checks, %d failed\n", checks, failed);
@@ -453,12 +535,13 @@ int main(int argc, char **argv)
         wb_device_print(&dev, stdout);
         ok = bench(&dev, &model, &opt);
     } else {
-        wb_dtype dtype = fp16 || opt.variant == 1 ? WB_F16 : WB_F32;
+        int v = opt.variant >= 0 ? opt.variant : 0;
+        wb_dtype dtype = fp16 ? WB_F16 : variant_dtype(v);
         printf("GPT-2 (%s): V %d, context %d, %d layers, %d heads, C %d, %s\n",
                weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model.cfg.vocab,
                model.cfg.max_T, model.cfg.n_layer, model.cfg.n_head, model.cfg.C, wb_dtype_name(dtype));
         gpt2_engine e;
-        const char *why = engine_init(&e, &model, dtype, (int)batch, (int)(batch * n_ids));
+        const char *why = engine_init(&e, &model, dtype, variant_fused(v), (int)batch, (int)(batch * n_ids));
         int B = (int)batch, *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
         int *nx = malloc((size_t)B * 4), *all = malloc((size_t)B * n_ids * 4), total = 0;
         int **out = malloc((size_t)B * sizeof(int *));
