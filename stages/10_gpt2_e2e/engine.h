@@ -129,8 +129,13 @@ typedef struct {
 /**
  * @brief Upload a model and allocate the cache for max_seqs sequences of up to
  *        max_T tokens and forwards of up to max_tokens rows.
+ * @param e        the engine to fill
+ * @param m        the model (host, fp32)
+ * @param dtype    storage of matrices, activations and the KV cache
  * @param fused_decode 1: v3's fused decode step for batches of up to 8 (the
  *        matrices are also kept transposed for it); 0: v1/v2's kernels
+ * @param max_seqs   sequences served at once (at most 64)
+ * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)
  */
 const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int fused_decode, int max_seqs,
