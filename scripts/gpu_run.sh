@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: configure, build, run every test (--check, the
-# argument tests, memcheck and racecheck), then every stage's default run with
-# --csv. Logs and CSVs go to $OUT (default ./gpu-out): build.log, ctest.log,
-# bench.log and stageNN.csv. Usage: scripts/gpu_run.sh [ctest -R regex]
-# Environment: STAGES="stage03 stage04" runs only those stages' default runs;
-# TARGETS="stage03_gemm ..." builds only those targets (faster on a fresh machine).
+# argument tests, the sanitizers), then every stage's default run with --csv
+# (stage 10: --bench). Logs go to $OUT (default ./gpu-out): build.log,
+# ctest.log, bench.log; the CSVs (stageNN.csv) are packed into csv.tar.gz, so
+# that a tool which brings back only a few files brings them all (unpack, then
+# `python3 plots/plot.py ingest <dir>`).
+# Usage: scripts/gpu_run.sh [ctest -R regex]
+# Environment:
+#   STAGES="stage03 stage04"   run only those stages' default runs (STAGES=none: none)
+#   TARGETS="stage03_gemm ..." build only those targets (faster on a fresh machine)
+#   RECORD_T4=1                also record the T4 path's launches (scripts/record_t4_launches.sh)
+#                              into launches_sm75.csv
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -20,9 +26,18 @@ ctest_rc=$?
 for exe in "$BUILD"/bin/stage*; do
   name=$(basename "$exe"); short=${name%%_*}
   if [[ -n "${STAGES:-}" && ! " $STAGES " =~ " $short " ]]; then continue; fi
-  echo "=== $name" >> "$OUT/bench.log"
-  "$exe" --csv "$OUT/$short.csv" >> "$OUT/bench.log" 2>&1 || echo "$name exited $?" >> "$OUT/bench.log"
+  args=""
+  [[ $short == stage10 ]] && args="--bench" # its default run generates text; --bench measures
+  echo "=== $name $args" >> "$OUT/bench.log"
+  "$exe" $args --csv "$OUT/$short.csv" >> "$OUT/bench.log" 2>&1 || echo "$name exited $?" >> "$OUT/bench.log"
 done
+if [[ "${RECORD_T4:-0}" == 1 ]]; then
+  cmake --build "$BUILD" --target wb_launch_recorder >> "$OUT/build.log" 2>&1
+  OUT="$OUT" scripts/record_t4_launches.sh "$BUILD" | tail -3
+fi
+if compgen -G "$OUT/stage*.csv" > /dev/null; then
+  tar czf "$OUT/csv.tar.gz" -C "$OUT" $(cd "$OUT" && ls stage*.csv) && rm -f "$OUT"/stage*.csv
+fi
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | tail -20
 cat "$OUT/bench.log"
 exit $ctest_rc
