@@ -382,6 +382,17 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n);
 
+/** Stage 09's attention of layer l for the n sequences of a decode step: q_rows against the paged cache, into att. */
+static const char *decode_attention(gpt2_engine *e, int n, int l)
+{
+    const gpt2_config *c = &e->cfg;
+    int H = c->n_head, d = c->C / H;
+    decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T, (long long)n * c->max_T,
+                         1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l], e->v_pool[l], e->d_tables,
+                         e->d_lens, e->att, e->decode_workspace, e->decode_workspace_bytes, e->decode_counters, NULL};
+    return decode_variants[e->decode_variant].launch(&dp);
+}
+
 static const char *decode_kernels(gpt2_engine *e, int n)
 {
     if (e->fused_decode && n <= DECODE_MAX_ROWS) return decode_kernels_fused(e, n);
@@ -401,11 +412,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
                              e->k_pool[l], e->v_pool[l]};
         TRY(kv_variants[1].append(&ka));
         charge(e, &p->kv_append, &mark);
-        decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T,
-                             (long long)n * c->max_T, 1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l],
-                             e->v_pool[l], e->d_tables, e->d_lens, e->att, e->decode_workspace,
-                             e->decode_workspace_bytes, e->decode_counters, NULL};
-        TRY(decode_variants[e->decode_variant].launch(&dp));
+        TRY(decode_attention(e, n, l));
         charge(e, &p->attention, &mark);
         TRY(block_tail(e, l, n, &mark));
     }
@@ -429,7 +436,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
 static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
     const gpt2_config *c = &e->cfg;
-    int C = c->C, H = c->n_head, d = C / H;
+    int C = c->C, H = c->n_head;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
     WB_CUDA_CHECK(cudaMemsetAsync(e->d_best, 0, (size_t)n * sizeof(unsigned long long), cudaStreamPerThread));
@@ -442,11 +449,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
                                   .H = H, .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch};
         TRY(gpt2_decode_linear(e->dtype, &qkv));
         charge(e, &p->linear, &mark);
-        decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T,
-                             (long long)n * c->max_T, 1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l],
-                             e->v_pool[l], e->d_tables, e->d_lens, e->att, e->decode_workspace,
-                             e->decode_workspace_bytes, e->decode_counters, NULL};
-        TRY(decode_variants[e->decode_variant].launch(&dp));
+        TRY(decode_attention(e, n, l));
         charge(e, &p->attention, &mark);
         decode_linear_args proj = {.epilogue = DECODE_RESIDUAL, .x = e->att, .w_t = e->proj_wt[l],
                                    .bias = e->proj_b[l], .y = e->x, .M = n, .N = C, .K = C,

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "02_reduction/block_reduce.cuh"      /* warp_allreduce: stage 02's butterfly */
 #include "04_fused_gelu_linear/bias_gelu.cuh" /* gelu_tanh */
 #include "cuda_check.h"
 #include "device.h" /* wb_current_gpu */
@@ -285,14 +286,6 @@ static __device__ __forceinline__ void widen(uint4 u, float (&f)[8])
     }
 }
 
-/** @brief Sum over the warp; every lane gets it (stage 02's butterfly). */
-static __device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
-
 /**
  * @brief Programmatic dependent launch (sm_90): let the next kernel in the
  *        stream start launching now, then wait until the kernel before this
@@ -345,9 +338,9 @@ static __device__ void layernorm_rows(const T *x, const float *gain, const float
         const float *r = rows + (long long)m * K;
         float s = 0.0f;
         for (int k = lane; k < K; k += 32) s += r[k];
-        float mu = warp_sum(s) / K, v = 0.0f;
+        float mu = warp_allreduce<SumOp>(s) / K, v = 0.0f;
         for (int k = lane; k < K; k += 32) v += (r[k] - mu) * (r[k] - mu);
-        v = warp_sum(v) / K;
+        v = warp_allreduce<SumOp>(v) / K;
         if (lane == 0) mean[m] = mu, rstd[m] = rsqrtf(v + GPT2_LN_EPS);
     }
     __syncthreads();
@@ -447,7 +440,7 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_
 #pragma unroll
         for (int m = 0; m < DECODE_MAX_ROWS; ++m) {
             if (m >= M) break;
-            float s = warp_sum(acc[m]);
+            float s = warp_allreduce<SumOp>(acc[m]);
             if (lane == m) mine = s;
         }
         if (n + stride < N) fetch_weights(w16, W, n + stride, N, K, 0, lane);
