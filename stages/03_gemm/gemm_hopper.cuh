@@ -45,13 +45,14 @@
 /**
  * @brief v10's shape, in one place. BN is 256 (one m64n256k16 wgmma wide), or 128 for
  *        problems too small to give every SM a 128×256 tile (see launch_hgemm_wgmma).
+ *        STAGES is 4 for v10; v11 gives one stage up for its own epilogue buffer.
  */
-template <int BN_>
+template <int BN_, int STAGES_ = 4>
 struct HopperTile {
     static constexpr int BM = 128;       /**< rows of C per block: 64 per consumer warpgroup */
     static constexpr int BN = BN_;       /**< columns of C per block: one wgmma wide */
     static constexpr int BK = 64;        /**< K per stage: 64 halves = 128 bytes, the swizzle's span */
-    static constexpr int STAGES = 4;     /**< tiles in flight */
+    static constexpr int STAGES = STAGES_; /**< tiles in flight */
     static constexpr int CONSUMERS = 2;  /**< warpgroups that multiply */
     static constexpr int THREADS = 128 * (1 + CONSUMERS); /**< plus one producer warpgroup */
     static constexpr int B_BOX_N = 64;   /**< columns of B per TMA box: 128 bytes, the swizzle's span */
@@ -216,6 +217,51 @@ template <int REGS>
 }
 
 /* ---------------------------------------------------------------------------
+ * One stage of the pipeline, from each side (v10 and v11).
+ * ------------------------------------------------------------------------- */
+
+/**
+ * @brief The producer's stage: announce its bytes on `full`, then ask TMA for A's
+ *        128×64 tile at (tile_row, k0) and B's 64×BN tile at (k0, tile_col), as boxes
+ *        of 64 columns. The copies land in `stage` and complete `full`.
+ */
+template <typename T>
+static __device__ __forceinline__ void produce_stage(unsigned char *stage, const CUtensorMap *map_a,
+                                                     const CUtensorMap *map_b, int tile_row, int tile_col, int k0,
+                                                     uint64_t *full)
+{
+    unsigned char *a = stage, *b = stage + T::A_BYTES;
+    mbar_arrive_expect_bytes(full, T::STAGE_BYTES);
+    tma_load_2d(a, map_a, k0, tile_row, full); /* A: column k, row m */
+#pragma unroll
+    for (int j = 0; j < T::BN / T::B_BOX_N; ++j) /* B: column n, row k */
+        tma_load_2d(b + j * T::B_BOX_BYTES, map_b, tile_col + j * T::B_BOX_N, k0, full);
+}
+
+/**
+ * @brief A consumer warpgroup's stage: acc (its 64 rows × BN) += A·B over the stage's
+ *        64 of K, as 4 wgmma of K = 16, committed as one group (not waited for).
+ */
+template <typename T>
+static __device__ __forceinline__ void consume_stage(float (&acc)[T::ACC], const unsigned char *stage, int half)
+{
+    const unsigned char *a = stage + half * 64 * 128, *b = stage + T::A_BYTES;
+    /* A, K-major: 8-row core-matrix groups 1024 bytes apart (the leading offset is unused);
+     * B, N-major: 8-row (k) groups 1024 bytes apart, 64-column boxes 8 KB apart */
+    uint64_t desc_a = wgmma_desc(a, 16, 1024), desc_b = wgmma_desc(b, T::B_BOX_BYTES, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < T::BK / 16; ++kk) { /* next 16 of K: A 32 bytes along its rows, B 16 rows (2048 bytes) down */
+        uint64_t da = desc_a + (uint64_t)(kk * 32 >> 4), db = desc_b + (uint64_t)(kk * 2048 >> 4);
+        if constexpr (T::BN == 256)
+            wgmma_m64n256k16(acc, da, db);
+        else
+            wgmma_m64n128k16(acc, da, db);
+    }
+    wgmma_commit();
+}
+
+/* ---------------------------------------------------------------------------
  * v10 — the kernel.
  * ------------------------------------------------------------------------- */
 
@@ -263,12 +309,7 @@ __global__ void __launch_bounds__(HopperTile<BN>::THREADS, 1)
             for (int kt = 0; kt < k_tiles; ++kt) {
                 int s = kt % T::STAGES;
                 mbar_wait(&empty[s], ((kt / T::STAGES) & 1) ^ 1);
-                unsigned char *a = smem + s * T::STAGE_BYTES, *b = a + T::A_BYTES;
-                mbar_arrive_expect_bytes(&full[s], T::STAGE_BYTES);
-                tma_load_2d(a, &map_a, kt * T::BK, tile_row, &full[s]); /* A: column k, row m */
-#pragma unroll
-                for (int j = 0; j < T::BN / T::B_BOX_N; ++j) /* B: column n, row k */
-                    tma_load_2d(b + j * T::B_BOX_BYTES, &map_b, tile_col + j * T::B_BOX_N, kt * T::BK, &full[s]);
+                produce_stage<T>(smem + s * T::STAGE_BYTES, &map_a, &map_b, tile_row, tile_col, kt * T::BK, &full[s]);
             }
         }
         return;
@@ -283,20 +324,7 @@ __global__ void __launch_bounds__(HopperTile<BN>::THREADS, 1)
     for (int kt = 0; kt < k_tiles; ++kt) {
         int s = kt % T::STAGES;
         mbar_wait(&full[s], (kt / T::STAGES) & 1);
-        const unsigned char *a = smem + s * T::STAGE_BYTES + half * 64 * 128, *b = smem + s * T::STAGE_BYTES + T::A_BYTES;
-        /* A, K-major: 8-row core-matrix groups 1024 bytes apart (the leading offset is unused);
-         * B, N-major: 8-row (k) groups 1024 bytes apart, 64-column boxes 8 KB apart */
-        uint64_t desc_a = wgmma_desc(a, 16, 1024), desc_b = wgmma_desc(b, T::B_BOX_BYTES, 1024);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < T::BK / 16; ++kk) { /* next 16 of K: A 32 bytes along its rows, B 16 rows (2048 bytes) down */
-            uint64_t da = desc_a + (uint64_t)(kk * 32 >> 4), db = desc_b + (uint64_t)(kk * 2048 >> 4);
-            if constexpr (T::BN == 256)
-                wgmma_m64n256k16(acc, da, db);
-            else
-                wgmma_m64n128k16(acc, da, db);
-        }
-        wgmma_commit();
+        consume_stage<T>(acc, smem + s * T::STAGE_BYTES, half);
         wgmma_wait<1>(); /* the previous stage's group is done: its buffer can be refilled */
         if (kt > 0) mbar_arrive(&empty[(kt - 1) % T::STAGES]);
     }
@@ -455,6 +483,216 @@ static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *
         launch_hgemm_wgmma_tiles<128>(map_a, map_b, C, M, N, K, epi);
     else
         launch_hgemm_wgmma_tiles<256>(map_a, map_b, C, M, N, K, epi);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * v11 — persistent: one block per SM walks the tiles, and the producer runs
+ * ahead into the next tile while the consumers finish the last.
+ * ------------------------------------------------------------------------- */
+
+/** @brief v11's pipeline depth: 3 stages of 48 KB at BN 256 leave room for its epilogue buffer; 4 at BN 128. */
+template <int BN>
+struct PersistentStages {
+    static constexpr int value = BN == 256 ? 3 : 4; /**< stages */
+};
+
+/** @brief v11's shape: v10's tile with PersistentStages<BN> stages. */
+template <int BN>
+using PersistentTile = HopperTile<BN, PersistentStages<BN>::value>;
+
+/** @brief v11's epilogue buffer: 128 columns of the fp32 tile at a time, rows padded by 8 floats (as v10's). */
+constexpr int PERSISTENT_OUT_COLS = 128;
+/** @brief Its row stride in floats. */
+constexpr int PERSISTENT_OUT_STRIDE = PERSISTENT_OUT_COLS + 8;
+
+/** @brief v11's dynamic shared memory: the stages, the epilogue buffer, and 1024 bytes to align to 1024. */
+template <int BN>
+constexpr int persistent_smem_bytes()
+{
+    return PersistentTile<BN>::STAGES * PersistentTile<BN>::STAGE_BYTES +
+           PersistentTile<BN>::BM * PERSISTENT_OUT_STRIDE * 4 + 1024;
+}
+
+/**
+ * @brief mbar_wait, but a barrier that never completes (a bug in the phases) stops
+ *        the kernel with a trap after 2^36 cycles (about 40 s: room for the sanitizers'
+ *        slowdown) instead of hanging the GPU.
+ */
+[[maybe_unused]] static __device__ __forceinline__ void mbar_wait_or_trap(uint64_t *bar, int parity)
+{
+    unsigned done = 0;
+    long long start = clock64();
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity)
+                     : "memory");
+        if (!done && clock64() - start > (1ll << 36)) __trap();
+    }
+}
+
+/**
+ * @brief v11 — v10 made persistent (sm_90a): a grid of one block per SM, each
+ *        block taking tiles blockIdx.x, blockIdx.x + gridDim.x, …
+ *
+ * In v10 every tile is a block: its pipeline starts empty (the consumers wait for
+ * the first TMA copies), and while its consumers run the epilogue the tensor cores
+ * of the SM have nothing queued. Here the producer's loop runs over every k-tile of
+ * every tile of the block, one ring of stages for all of them: as soon as the
+ * consumers release the last stages of a tile, the producer fills them with the
+ * next tile's first ones, so the epilogue of tile i overlaps the loads of tile i+1
+ * and the consumers start tile i+1 with its stages already full. Stage s of the
+ * block's it-th k-tile overall is it % STAGES, its phase (it / STAGES) & 1: the
+ * same rule as v10, with `it` counting across tiles.
+ *
+ * The epilogue cannot stage the tile in the pipeline's buffers any more (the
+ * producer is filling them), so it has its own: 128 columns of the fp32 tile at a
+ * time (68 KB), then v10's "finish, then store" per column group. At BN 256 that
+ * costs a stage: 3 × 48 KB + 68 KB.
+ */
+template <int BN, typename Epilogue>
+__global__ void __launch_bounds__(PersistentTile<BN>::THREADS, 1)
+    hgemm_wgmma_persistent(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                           __half *C, int M, int N, int K, Epilogue epi)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using T = PersistentTile<BN>;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    float *out = reinterpret_cast<float *>(smem + T::STAGES * T::STAGE_BYTES); /* the epilogue buffer */
+    __shared__ __align__(8) uint64_t full[T::STAGES], empty[T::STAGES];
+    int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128;
+    int tiles_n = (N + T::BN - 1) / T::BN, tiles = tiles_n * ((M + T::BM - 1) / T::BM);
+    int k_tiles = (K + T::BK - 1) / T::BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < T::STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], T::CONSUMERS * 128);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) { /* the producer: every k-tile of every tile of this block, through one ring */
+        warpgroup_release_registers<40>();
+        if (t == 0) {
+            int it = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int tile_row = tile / tiles_n * T::BM, tile_col = tile % tiles_n * T::BN;
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    int s = it % T::STAGES;
+                    mbar_wait_or_trap(&empty[s], ((it / T::STAGES) & 1) ^ 1);
+                    produce_stage<T>(smem + s * T::STAGE_BYTES, &map_a, &map_b, tile_row, tile_col, kt * T::BK,
+                                     &full[s]);
+                }
+            }
+        }
+        return;
+    }
+
+    warpgroup_claim_registers<232>();
+    int half = warpgroup - 1, warp = t / 32, lane = t % 32, it = 0;
+    int row = half * 64 + warp * 16 + lane / 4;                        /* accumulator rows row, row + 8 */
+    int ct = threadIdx.x - 128, first_row = ct / 32, col = (ct % 32) * 4; /* epilogue: rows first_row + 8i */
+    constexpr int ROWS_PER_THREAD = T::BM / 8;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tile_row = tile / tiles_n * T::BM, tile_col = tile % tiles_n * T::BN;
+        float acc[T::ACC];
+#pragma unroll
+        for (int i = 0; i < T::ACC; ++i) acc[i] = 0.0f;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            int s = it % T::STAGES;
+            mbar_wait_or_trap(&full[s], (it / T::STAGES) & 1);
+            consume_stage<T>(acc, smem + s * T::STAGE_BYTES, half);
+            wgmma_wait<1>();
+            if (kt > 0) mbar_arrive(&empty[(it - 1) % T::STAGES]);
+        }
+        wgmma_wait<0>();
+        mbar_arrive(&empty[(it - 1) % T::STAGES]); /* the tile's last stage: the producer may refill it now */
+
+        /* the epilogue, 128 columns at a time: accumulators → buffer (v10's layout), then each thread finishes
+         * 4 columns in 16 rows and stores them 8 bytes at a time */
+#pragma unroll
+        for (int g = 0; g < T::BN / PERSISTENT_OUT_COLS; ++g) {
+            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory"); /* the buffer's readers are done */
+#pragma unroll
+            for (int jj = 0; jj < PERSISTENT_OUT_COLS / 8; ++jj) {
+                int j = g * (PERSISTENT_OUT_COLS / 8) + jj, c = jj * 8 + (lane % 4) * 2;
+                *reinterpret_cast<float2 *>(out + row * PERSISTENT_OUT_STRIDE + c) = make_float2(acc[4 * j], acc[4 * j + 1]);
+                *reinterpret_cast<float2 *>(out + (row + 8) * PERSISTENT_OUT_STRIDE + c) =
+                    make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+            }
+            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
+            int gc = tile_col + g * PERSISTENT_OUT_COLS + col;
+            float v[ROWS_PER_THREAD][4];
+#pragma unroll
+            for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+                float4 q = *reinterpret_cast<const float4 *>(out + (first_row + 8 * i) * PERSISTENT_OUT_STRIDE + col);
+                v[i][0] = q.x, v[i][1] = q.y, v[i][2] = q.z, v[i][3] = q.w;
+            }
+            if (gc >= N) continue; /* N is a multiple of 8: all 4 columns are in, or none */
+#pragma unroll
+            for (int i = 0; i < ROWS_PER_THREAD; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) v[i][e] = epi(v[i][e], gc + e);
+#pragma unroll
+            for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+                int gr = tile_row + first_row + 8 * i;
+                if (gr >= M) break;
+                __half2 pair[2] = {__floats2half2_rn(v[i][0], v[i][1]), __floats2half2_rn(v[i][2], v[i][3])};
+                *reinterpret_cast<uint2 *>(C + (long long)gr * N + gc) = *reinterpret_cast<const uint2 *>(pair);
+            }
+        }
+    }
+#endif
+}
+
+/**
+ * @brief Launch v11 with an epilogue: the same contract, tile widths and choice
+ *        between them as v10 (launch_hgemm_wgmma), and min(tiles, SMs) blocks.
+ * @return NULL, or why it cannot take the shape or the GPU
+ */
+template <typename Epilogue>
+static const char *launch_hgemm_wgmma_persistent(const __half *A, const __half *B, __half *C, int M, int N, int K,
+                                                 Epilogue epi)
+{
+    using Wide = HopperTile<256>;
+    if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
+    if (K % 8 || N % 8) return "needs K and N multiples of 8 (TMA needs 16-byte row strides)";
+    if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
+    int cc, sms;
+    wb_current_gpu(&cc, &sms);
+    if (cc != 90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
+    long long rows = (M + Wide::BM - 1) / Wide::BM, tiles_wide = rows * ((N + 255) / 256), tiles_narrow = rows * ((N + 127) / 128);
+    if (tiles_narrow > 0x7fffffff) return "needs fewer than 2^31 tiles";
+    CUtensorMap map_a, map_b;
+    const char *why = make_tensor_map(&map_a, A, M, K, Wide::BM, Wide::BK);
+    if (!why) why = make_tensor_map(&map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
+    if (why) return why;
+    static bool configured = false; /* one per epilogue type, both widths at once (a graph capture never configures) */
+    if (!configured) {
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_persistent<256, Epilogue>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, persistent_smem_bytes<256>()));
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_persistent<128, Epilogue>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, persistent_smem_bytes<128>()));
+        configured = true;
+    }
+    long long waves_wide = (tiles_wide + sms - 1) / sms, waves_narrow = (tiles_narrow + sms - 1) / sms;
+#ifdef WB_HOPPER_FORCE_BN
+    waves_narrow = WB_HOPPER_FORCE_BN == 128 ? 0 : 1LL << 40;
+#endif
+    if (waves_narrow < 2 * waves_wide) {
+        int blocks = (int)(tiles_narrow < sms ? tiles_narrow : sms);
+        hgemm_wgmma_persistent<128><<<blocks, PersistentTile<128>::THREADS, persistent_smem_bytes<128>()>>>(
+            map_a, map_b, C, M, N, K, epi);
+    } else {
+        int blocks = (int)(tiles_wide < sms ? tiles_wide : sms);
+        hgemm_wgmma_persistent<256><<<blocks, PersistentTile<256>::THREADS, persistent_smem_bytes<256>()>>>(
+            map_a, map_b, C, M, N, K, epi);
+    }
+    WB_CHECK_LAUNCH("hgemm_wgmma_persistent");
     return NULL;
 }
 

@@ -531,6 +531,7 @@ extern "C" const gemm_variant gemm_variants[] = {
     {"v8", "tensor cores: WMMA 16x16x16, fp32 accumulate", WB_F16, 0, 75, gemm_v8},
     {"v9", "mma.sync m16n8k16 + ldmatrix + cp.async x3", WB_F16, 0, 80, gemm_v9},
     {"v10", "Hopper: TMA + wgmma, warp-specialized (sm_90a)", WB_F16, 0, 90, gemm_v10_wgmma},
+    {"v11", "v10 persistent: a block per SM, loads run ahead (sm_90a)", WB_F16, 0, 90, gemm_v11_wgmma_persistent},
     {"cublas-h", "cuBLAS HGEMM, fp32 compute (peer)", WB_F16, 1, 75, gemm_cublas_hgemm},
 };
 extern "C" const int gemm_variant_count = sizeof gemm_variants / sizeof gemm_variants[0];

@@ -48,6 +48,13 @@ extern const int gemm_variant_count;
  */
 const char *gemm_v10_wgmma(const void *A, const void *B, void *C, int M, int N, int K);
 
+/**
+ * @brief v11, v10 made persistent (gemm_hopper.cuh): one block per SM walks the tiles,
+ *        the producer running ahead into the next tile during the epilogue. sm_90a only,
+ *        in the same library as v10.
+ */
+const char *gemm_v11_wgmma_persistent(const void *A, const void *B, void *C, int M, int N, int K);
+
 /** @brief Release the cuBLAS handle the peers created (call once at the end). */
 void gemm_release(void);
 

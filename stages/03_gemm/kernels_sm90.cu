@@ -1,15 +1,20 @@
 /**
  * @file stages/03_gemm/kernels_sm90.cu
- * @brief Stage 03's v10 launcher, in a library built for sm_90a only: the wgmma and
+ * @brief Stage 03's v10 and v11 launchers, in a library built for sm_90a only: the wgmma and
  *        TMA instructions of gemm_hopper.cuh exist on compute capability 9.0 alone.
  */
 #include <cuda_fp16.h>
 
-#include "gemm_hopper.cuh" /* v10: launch_hgemm_wgmma */
+#include "gemm_hopper.cuh" /* v10: launch_hgemm_wgmma; v11: launch_hgemm_wgmma_persistent */
 #include "gemm_tiles.cuh"  /* GemmIdentity */
 #include "kernels.h"
 
 extern "C" const char *gemm_v10_wgmma(const void *A, const void *B, void *C, int M, int N, int K)
 {
     return launch_hgemm_wgmma((const __half *)A, (const __half *)B, (__half *)C, M, N, K, GemmIdentity());
+}
+
+extern "C" const char *gemm_v11_wgmma_persistent(const void *A, const void *B, void *C, int M, int N, int K)
+{
+    return launch_hgemm_wgmma_persistent((const __half *)A, (const __half *)B, (__half *)C, M, N, K, GemmIdentity());
 }

@@ -320,6 +320,7 @@ extern "C" const linear_variant linear_variants[] = {
     {"cublaslt", "cuBLASLt, GELU_BIAS epilogue (peer)", WB_F32, 1, 75, 1, peer_cublaslt_f32},
     {"v4", "bias+GELU in the tensor-core epilogue (v9)", WB_F16, 0, 80, 1, linear_v4},
     {"v5", "bias+GELU in the Hopper GEMM's epilogue (v10)", WB_F16, 0, 90, 1, linear_v5_wgmma},
+    {"v6", "v5 on the persistent Hopper GEMM (v11)", WB_F16, 0, 90, 1, linear_v6_wgmma_persistent},
     {"cublas-h", "cuBLAS HGEMM + our bias+GELU kernel (peer)", WB_F16, 1, 75, 3, peer_cublas_f16},
     {"cublaslt-h", "cuBLASLt fp16, GELU_BIAS epilogue (peer)", WB_F16, 1, 75, 1, peer_cublaslt_f16},
 };

@@ -62,6 +62,13 @@ const char *linear_unfused_epilogue(const linear_args *a);
 const char *linear_v5_wgmma(const linear_args *a);
 
 /**
+ * @brief v6: v5 on stage 03's v11, the persistent Hopper GEMM (one block per SM
+ *        walks the tiles; the next tile's loads run during this one's epilogue).
+ *        fp16, sm_90a only, in the same library as v5.
+ */
+const char *linear_v6_wgmma_persistent(const linear_args *a);
+
+/**
  * @brief One round trip of the fp32 intermediate through memory: the bias kernel
  *        alone (one read and one write of Y; needs a bias). v1 makes two of them.
  */
