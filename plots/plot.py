@@ -307,6 +307,12 @@ def compute_unit(stage, problem, variant):
     return "tensor"
 
 
+def runs_anywhere(r):
+    """Rows whose kernels need no sm_80 although their variant does: stage 10's decode linear alone (its fp16
+    rows are plain CUDA; v2/v4 need sm_80 only for the tensor-core prefill)."""
+    return r["stage"] == "stage10" and r["problem"].startswith("decode linear alone")
+
+
 def is_decode(r):
     """Stage 10's decode steps (greedy decode and the serving table): bound by streaming the weights."""
     return r["problem"].startswith(("greedy decode", "serving"))
@@ -315,7 +321,7 @@ def is_decode(r):
 def t4_prediction(r):
     """(floor ms, estimate ms, what limits it) on a T4 for one measured row; None where it cannot run."""
     stage = r["stage"][-2:]
-    if r["variant"] in NEEDS_NEWER.get(stage, {}):
+    if r["variant"] in NEEDS_NEWER.get(stage, {}) and not runs_anywhere(r):
         return None
     roofs = MEASURING_GPU_ROOF.get(r["gpu"])
     ms = r["time_ms"]

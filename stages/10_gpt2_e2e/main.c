@@ -16,6 +16,7 @@
 #include "device.h"
 #include "engine.h"
 #include "gpt2.h"
+#include "linear_alone.h"
 #include "model.h"
 #include "report.h"
 #include "rng.h"
@@ -351,6 +352,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
     double streamed_params = (double)m->n_params - (double)c->max_T * c->C;
     double steps_per_s_limit[2]; /* [storage]: fp32 weights (4 bytes), fp16 (2) */
     for (int f = 0; f < 2; ++f) steps_per_s_limit[f] = dev->copy_gbps * 1e9 / (streamed_params * (f ? 2 : 4));
+    bench_linears_alone(dev, opt, &rep); /* the GEMV lesson: the decode step's linear layer, alone */
     printf("decode roof (the weight-streaming limit): %.0f MB of fp32 weights or %.0f MB of fp16 per step at "
            "%.0f GB/s = %.0f or %.0f steps/s\n", streamed_params * 4 / 1e6, streamed_params * 2 / 1e6, dev->copy_gbps,
            steps_per_s_limit[0], steps_per_s_limit[1]);
@@ -521,6 +523,8 @@ int main(int argc, char **argv)
         for (int v = 0; v < N_VARIANTS; ++v)
             if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v, 0, &checks);
         gpt2_model_free(&m);
+        printf("the decode linear alone, against the CPU reference:\n");
+        failed += check_linears_alone(opt.variant, &checks);
         if (opt.check_max >= 100000000) { /* the full-size random model (skipped under the sanitizers) */
             gpt2_config full = gpt2_config_124m();
             gpt2_model_random(&m, &full, (uint64_t)opt.seed + 1);

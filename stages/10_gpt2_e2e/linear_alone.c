@@ -1,0 +1,206 @@
+/**
+ * @file stages/10_gpt2_e2e/linear_alone.c
+ * @brief The decode linear alone (see linear_alone.h): the one kernel a decode
+ *        step runs most, measured where nothing else hides it.
+ */
+#include "linear_alone.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "compare.h"
+#include "cuda_check.h"
+#include "fp16.h"
+#include "gelu.h"
+#include "gpt2.h" /* GPT2_LN_EPS */
+#include "kernels.h"
+#include "layernorm.h"
+#include "measure.h"
+#include "rng.h"
+
+/** One problem: y = GELU([LayerNorm](x)·W + b), M rows, K inputs, N outputs, for one of the two kernels. */
+typedef struct {
+    wb_dtype dtype;     /**< storage of x, W and y */
+    int M;              /**< rows */
+    int N;              /**< outputs per row */
+    int K;              /**< inputs per row */
+    int fused;          /**< 0: v1/v2's small-M linear (W as [K][N]); 1: v3's decode linear (W as [N][K]) */
+    int with_ln;        /**< v3 only: LayerNorm of x first (its prologue) */
+    float *ref;         /**< host: the reference (fp32; rounded to fp16 for fp16 storage) */
+    float *got;         /**< host: the GPU's result as fp32 */
+    uint16_t *got16;    /**< host: the GPU's fp16 result */
+    void *dx;           /**< device x [M][K] */
+    void *dw;           /**< device W, [K][N] or [N][K] */
+    void *dy;           /**< device y [M][N] */
+    float *db;          /**< device bias [N] */
+    float *dgain;       /**< device LayerNorm gain [K] */
+    float *dshift;      /**< device LayerNorm shift [K] */
+    float *ws;          /**< device: the small-M linear's workspace */
+    size_t ws_floats;   /**< its size */
+    wb_tolerance tol;   /**< the check's tolerance */
+} linear_alone;
+
+/** Upload n floats in the problem's storage (fp16: rounded; src is rounded in place, so the reference sees it). */
+static void *upload(float *src, size_t n, wb_dtype dtype, const char *what)
+{
+    void *d = wb_device_alloc(n * wb_dtype_bytes(dtype), what);
+    if (dtype == WB_F16) {
+        uint16_t *h = wb_host_alloc(n * 2, what);
+        wb_floats_to_halves(src, h, n);
+        wb_halves_to_floats(h, src, n);
+        WB_CUDA_CHECK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+        free(h);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice));
+    }
+    return d;
+}
+
+static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, int fused, int with_ln, uint64_t seed)
+{
+    size_t x = (size_t)M * K, w = (size_t)K * N, y = (size_t)M * N;
+    *p = (linear_alone){.dtype = dtype, .M = M, .N = N, .K = K, .fused = fused, .with_ln = with_ln};
+    float *hx = wb_host_alloc(x * 4, "x"), *hw = wb_host_alloc(w * 4, "W"), *hb = wb_host_alloc((size_t)N * 4, "b");
+    float *hg = wb_host_alloc((size_t)K * 4, "gain"), *hs = wb_host_alloc((size_t)K * 4, "shift");
+    /* GPT-2-like scales, as stage 04: x ~ U(−1, 1), W ~ U(−1, 1)/√K; LayerNorm around gain 1 */
+    wb_fill_uniform_f32(hx, x, -1.0f, 1.0f, seed);
+    wb_fill_uniform_f32(hw, w, -1.0f / sqrtf((float)K), 1.0f / sqrtf((float)K), seed + 1);
+    wb_fill_uniform_f32(hb, (size_t)N, -0.5f, 0.5f, seed + 2);
+    wb_fill_uniform_f32(hg, (size_t)K, 0.5f, 1.5f, seed + 3);
+    wb_fill_uniform_f32(hs, (size_t)K, -0.2f, 0.2f, seed + 4);
+    p->dx = upload(hx, x, dtype, "x");
+    p->dw = upload(hw, w, dtype, "W"); /* rounds hw: the reference multiplies what the GPU holds */
+    if (fused) { /* v3 reads W transposed: upload [N][K] instead */
+        float *t = wb_host_alloc(w * 4, "W transposed");
+        for (size_t k = 0; k < (size_t)K; ++k)
+            for (size_t n = 0; n < (size_t)N; ++n) t[n * K + k] = hw[k * N + n];
+        WB_CUDA_CHECK(cudaFree(p->dw));
+        p->dw = upload(t, w, dtype, "W transposed");
+        free(t);
+    }
+    p->db = upload(hb, (size_t)N, WB_F32, "b");
+    p->dgain = upload(hg, (size_t)K, WB_F32, "gain");
+    p->dshift = upload(hs, (size_t)K, WB_F32, "shift");
+    p->dy = wb_device_alloc(y * wb_dtype_bytes(dtype), "y");
+    p->ws_floats = gpt2_small_m_workspace_floats(N, K);
+    p->ws = wb_device_alloc(p->ws_floats * 4, "small-M workspace");
+    /* the reference: LayerNorm in fp32 (the GPU's prologue keeps it in fp32 too), the product in float64 */
+    float *xn = hx;
+    if (with_ln) {
+        xn = wb_host_alloc(x * 4, "LayerNorm(x)");
+        ref_layernorm(hx, hg, hs, GPT2_LN_EPS, xn, NULL, NULL, (size_t)M, (size_t)K);
+    }
+    p->ref = wb_host_alloc(y * 4, "reference");
+    p->got = wb_host_alloc(y * 4, "y");
+    p->got16 = wb_host_alloc(y * 2, "y (fp16)");
+    ref_linear_gelu_rows(xn, hw, hb, GELU_TANH, p->ref, M, N, K, NULL, 0);
+    if (dtype == WB_F16) { /* the GPU rounds y to fp16: so does the reference */
+        wb_floats_to_halves(p->ref, p->got16, y);
+        wb_halves_to_floats(p->got16, p->ref, y);
+    }
+    /* stage 04's tolerance for a K-long fp32-accumulated product with GELU, and LayerNorm's rsqrtf */
+    p->tol.atol = (dtype == WB_F16 ? 1e-3 : 1e-5) + 1e-7 * K;
+    p->tol.rtol = dtype == WB_F16 ? 1.5 * ldexp(1.0, -10) : 2e-5;
+    if (xn != hx) free(xn);
+    free(hx), free(hw), free(hb), free(hg), free(hs);
+}
+
+static void problem_free(linear_alone *p)
+{
+    void *d[] = {p->dx, p->dw, p->dy, p->db, p->dgain, p->dshift, p->ws};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
+    free(p->ref), free(p->got), free(p->got16);
+}
+
+/** One run, as timed. */
+static const char *run(void *ctx)
+{
+    linear_alone *p = ctx;
+    if (!p->fused)
+        return gpt2_linear_small_m(p->dtype, p->dx, p->dw, p->db, p->dy, p->M, p->N, p->K, 1, p->ws, p->ws_floats);
+    decode_linear_args a = {.epilogue = DECODE_GELU, .x = p->dx, .ln_w = p->with_ln ? p->dgain : NULL,
+                            .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
+                            .M = p->M, .N = p->N, .K = p->K};
+    return gpt2_decode_linear(p->dtype, &a);
+}
+
+/** One checked run: y poisoned, run, compared with the reference. */
+static const char *run_and_check(void *ctx, wb_compare_result *res)
+{
+    linear_alone *p = ctx;
+    size_t y = (size_t)p->M * p->N;
+    wb_poison(p->dy, y * wb_dtype_bytes(p->dtype));
+    const char *why = run(p);
+    if (why) return why;
+    if (p->dtype == WB_F16) {
+        WB_CUDA_CHECK(cudaMemcpy(p->got16, p->dy, y * 2, cudaMemcpyDeviceToHost));
+        wb_halves_to_floats(p->got16, p->got, y);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(p->got, p->dy, y * 4, cudaMemcpyDeviceToHost));
+    }
+    *res = wb_compare_f32(p->got, p->ref, y, p->tol, "y", 3);
+    return NULL;
+}
+
+/** Stage 10's variants: v1 small-M fp32, v2 small-M fp16, v3 fused fp32, v4 fused fp16 (odd: fp16; >= 2: fused). */
+static const char *const ids[] = {"v1", "v2", "v3", "v4"};
+
+int check_linears_alone(int variant, int *checks)
+{
+    /* odd N; K a multiple of 8 but not of a round of v3's loads (1024 fp32, 2048 fp16 values), nor of 256 */
+    static const int shapes[][2] = {{776, 2309}, {3080, 771}}; /* K, N */
+    static const int rows[] = {1, 3, 8};
+    int failed = 0;
+    for (int v = 0; v < 4; ++v) {
+        if (variant >= 0 && variant != v) continue;
+        wb_dtype dtype = v % 2 ? WB_F16 : WB_F32;
+        int fused = v >= 2;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r)
+                for (int ln = 0; ln <= fused; ++ln) {
+                    linear_alone p;
+                    problem_init(&p, dtype, rows[r], shapes[s][1], shapes[s][0], fused, ln, 1000 + 10 * s + r);
+                    char what[96];
+                    snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s", wb_dtype_name(dtype), p.M,
+                             p.K, p.N, ln ? ", LayerNorm first" : "");
+                    printf("  %-58s", what);
+                    int ok = wb_check_variant(ids[v], run_and_check, &p, 2); /* 2 runs: a second must work too */
+                    printf("\n");
+                    failed += ok != 1, ++*checks; /* a refusal is a failure: these shapes are in the contract */
+                    problem_free(&p);
+                }
+    }
+    return failed;
+}
+
+void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, wb_report *rep)
+{
+    static const struct {
+        int K, N;
+        const char *layer;
+    } shapes[] = {{768, 2304, "QKV"}, {3072, 768, "fc-proj"}, {768, 50257, "LM head"}};
+    static const char *const what[] = {"small-M linear: a thread per column, split K, 2 passes",
+                                       "the same, fp16 weights",
+                                       "v3's decode linear: a warp per output, W transposed",
+                                       "the same, fp16 weights"};
+    char problem[96], size[64];
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+        snprintf(problem, sizeof problem, "decode linear alone (%s), M 1", shapes[s].layer);
+        snprintf(size, sizeof size, "K%d x N%d", shapes[s].K, shapes[s].N);
+        for (int v = 0; v < 4; ++v) {
+            if (opt->variant >= 0 && opt->variant != v) continue;
+            wb_dtype dtype = v % 2 ? WB_F16 : WB_F32;
+            linear_alone p;
+            problem_init(&p, dtype, 1, shapes[s].N, shapes[s].K, v >= 2, 0, 77 + s);
+            wb_row row = {.problem = problem, .size = size, .variant = ids[v], .what = what[v], .unit = "GB/s",
+                          .roof = dev->copy_gbps};
+            wb_check_and_time(dev, opt, run, run_and_check, &p, &row);
+            /* the weights, once; x and y are a few KB */
+            double bytes = ((double)p.K * p.N + p.K + p.N) * (double)wb_dtype_bytes(dtype);
+            row.throughput = wb_gbps(bytes, row.time.median_ms);
+            wb_report_add(rep, &row);
+            problem_free(&p);
+        }
+    }
+}
