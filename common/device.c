@@ -2,8 +2,10 @@
 #include "device.h"
 
 #include "cuda_check.h"
+#include "fp16.h"
 #include "timing.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +148,20 @@ void *wb_device_alloc(size_t bytes, const char *what)
         exit(1);
     }
     return p;
+}
+
+void *wb_device_upload(const float *src, size_t n, wb_dtype dtype, const char *what)
+{
+    void *d = wb_device_alloc(n * wb_dtype_bytes(dtype), what);
+    if (dtype == WB_F16) {
+        uint16_t *h = wb_host_alloc(n * 2, what);
+        wb_floats_to_halves(src, h, n);
+        WB_CUDA_CHECK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+        free(h);
+    } else {
+        WB_CUDA_CHECK(cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice));
+    }
+    return d;
 }
 
 void *wb_host_alloc(size_t bytes, const char *what)

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "dtype.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -99,6 +101,12 @@ void *wb_device_alloc(size_t bytes, const char *what);
 
 /** @brief malloc that names the buffer and its size when memory runs out, then exits 1. */
 void *wb_host_alloc(size_t bytes, const char *what);
+
+/**
+ * @brief A fresh device buffer holding n floats in `dtype` (fp16: each rounded to
+ *        the nearest), named `what` if memory runs out.
+ */
+void *wb_device_upload(const float *src, size_t n, wb_dtype dtype, const char *what);
 
 #ifdef __cplusplus
 }

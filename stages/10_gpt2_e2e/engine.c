@@ -53,22 +53,7 @@ static int find_attention(const char *id)
     return -1;
 }
 
-/** Upload n floats as the engine's dtype (a fresh device buffer). */
-static void *upload(const float *src, size_t n, wb_dtype dtype, const char *what)
-{
-    void *d = wb_device_alloc(n * wb_dtype_bytes(dtype), what);
-    if (dtype == WB_F16) {
-        uint16_t *h = wb_host_alloc(n * 2, what);
-        wb_floats_to_halves(src, h, n);
-        WB_CUDA_CHECK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
-        free(h);
-    } else {
-        WB_CUDA_CHECK(cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice));
-    }
-    return d;
-}
-
-static float *upload_f32(const float *src, size_t n, const char *what) { return upload(src, n, WB_F32, what); }
+static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
 /** Upload a [K][N] matrix transposed, as [N][K] (v3's decode linear reads each output's K weights contiguously). */
 static void *upload_transposed(const float *src, int K, int N, wb_dtype dtype, const char *what)
@@ -76,7 +61,7 @@ static void *upload_transposed(const float *src, int K, int N, wb_dtype dtype, c
     float *t = wb_host_alloc((size_t)K * N * 4, what);
     for (size_t k = 0; k < (size_t)K; ++k)
         for (size_t n = 0; n < (size_t)N; ++n) t[n * K + k] = src[k * N + n];
-    void *d = upload(t, (size_t)K * N, dtype, what);
+    void *d = wb_device_upload(t, (size_t)K * N, dtype, what);
     free(t);
     return d;
 }
@@ -108,14 +93,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
 
     /* weights: matrices in the engine's precision, LayerNorm and biases fp32; wte also transposed for the LM head */
     const gpt2_weights *w = &m->w;
-    e->wte = upload(w->wte, (size_t)V * C, dtype, "wte");
-    e->wpe = upload(w->wpe, (size_t)c->max_T * C, dtype, "wpe");
+    e->wte = wb_device_upload(w->wte, (size_t)V * C, dtype, "wte");
+    e->wpe = wb_device_upload(w->wpe, (size_t)c->max_T * C, dtype, "wpe");
     int Vp = e->vocab_padded = (V + 7) / 8 * 8;
     float *wt = calloc((size_t)Vp * C, 4);
     if (!wt) return "out of host memory";
     for (int v = 0; v < V; ++v)
         for (int k = 0; k < C; ++k) wt[(size_t)k * Vp + v] = w->wte[(size_t)v * C + k];
-    e->wte_t = upload(wt, (size_t)Vp * C, dtype, "wte transposed");
+    e->wte_t = wb_device_upload(wt, (size_t)Vp * C, dtype, "wte transposed");
     free(wt);
     void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w, &e->qkv_wt, &e->proj_wt, &e->fc_wt, &e->fcproj_wt};
     float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
@@ -128,10 +113,10 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->v_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
     for (int l = 0; l < L; ++l) {
         const gpt2_block *b = &w->blocks[l];
-        e->qkv_w[l] = upload(b->qkv_w, (size_t)C * 3 * C, dtype, "qkv weight");
-        e->proj_w[l] = upload(b->proj_w, (size_t)C * C, dtype, "proj weight");
-        e->fc_w[l] = upload(b->fc_w, (size_t)C * 4 * C, dtype, "fc weight");
-        e->fcproj_w[l] = upload(b->fcproj_w, (size_t)4 * C * C, dtype, "fc proj weight");
+        e->qkv_w[l] = wb_device_upload(b->qkv_w, (size_t)C * 3 * C, dtype, "qkv weight");
+        e->proj_w[l] = wb_device_upload(b->proj_w, (size_t)C * C, dtype, "proj weight");
+        e->fc_w[l] = wb_device_upload(b->fc_w, (size_t)C * 4 * C, dtype, "fc weight");
+        e->fcproj_w[l] = wb_device_upload(b->fcproj_w, (size_t)4 * C * C, dtype, "fc proj weight");
         if (fused_decode) { /* prefill's GEMM reads [K][N], v3's decode linear [N][K]: both are kept */
             e->qkv_wt[l] = upload_transposed(b->qkv_w, C, 3 * C, dtype, "qkv weight, transposed");
             e->proj_wt[l] = upload_transposed(b->proj_w, C, C, dtype, "proj weight, transposed");

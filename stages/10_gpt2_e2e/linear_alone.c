@@ -41,20 +41,16 @@ typedef struct {
     wb_tolerance tol;   /**< the check's tolerance */
 } linear_alone;
 
-/** Upload n floats in the problem's storage (fp16: rounded; src is rounded in place, so the reference sees it). */
+/** Round n floats to what `dtype` stores (fp16: the nearest half; fp32: as they are), then upload them. */
 static void *upload(float *src, size_t n, wb_dtype dtype, const char *what)
 {
-    void *d = wb_device_alloc(n * wb_dtype_bytes(dtype), what);
     if (dtype == WB_F16) {
         uint16_t *h = wb_host_alloc(n * 2, what);
         wb_floats_to_halves(src, h, n);
         wb_halves_to_floats(h, src, n);
-        WB_CUDA_CHECK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
         free(h);
-    } else {
-        WB_CUDA_CHECK(cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice));
     }
-    return d;
+    return wb_device_upload(src, n, dtype, what);
 }
 
 static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, int fused, int with_ln, uint64_t seed)
