@@ -164,6 +164,16 @@ void *wb_device_upload(const float *src, size_t n, wb_dtype dtype, const char *w
     return d;
 }
 
+void *wb_device_upload_transposed(const float *src, size_t rows, size_t cols, wb_dtype dtype, const char *what)
+{
+    float *t = wb_host_alloc(rows * cols * sizeof(float), what);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t c = 0; c < cols; ++c) t[c * rows + r] = src[r * cols + c];
+    void *d = wb_device_upload(t, rows * cols, dtype, what);
+    free(t);
+    return d;
+}
+
 void *wb_host_alloc(size_t bytes, const char *what)
 {
     void *p = malloc(bytes > 0 ? bytes : 1);

@@ -108,6 +108,9 @@ void *wb_host_alloc(size_t bytes, const char *what);
  */
 void *wb_device_upload(const float *src, size_t n, wb_dtype dtype, const char *what);
 
+/** @brief The same for a rows × cols row-major matrix, uploaded transposed (cols × rows). */
+void *wb_device_upload_transposed(const float *src, size_t rows, size_t cols, wb_dtype dtype, const char *what);
+
 #ifdef __cplusplus
 }
 #endif

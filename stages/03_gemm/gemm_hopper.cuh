@@ -449,21 +449,43 @@ static void launch_hgemm_wgmma_tiles(const CUtensorMap &map_a, const CUtensorMap
  * Build with -DWB_HOPPER_FORCE_BN=128 (or 256) to measure one width everywhere.
  * @return NULL, or why it cannot take the shape or the GPU
  */
-template <typename Epilogue>
-static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *C, int M, int N, int K, Epilogue epi)
+/**
+ * @brief What v10 and v11 do before launching: check the contract and the GPU,
+ *        describe A and B to TMA, and pick the tile width (see launch_hgemm_wgmma).
+ * @param bn  receives 128 or 256
+ * @param sms receives the GPU's SM count
+ * @return NULL, or why the shape or the GPU cannot be taken
+ */
+static const char *hopper_gemm_setup(const __half *A, const __half *B, const __half *C, int M, int N, int K,
+                                     CUtensorMap *map_a, CUtensorMap *map_b, int *bn, int *sms)
 {
     using Wide = HopperTile<256>;
     if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
     if (K % 8 || N % 8) return "needs K and N multiples of 8 (TMA needs 16-byte row strides)";
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
-    if ((M + Wide::BM - 1) / Wide::BM > 65535) return "needs M <= 65535 * 128 (grid y limit)";
-    int cc, sms;
-    wb_current_gpu(&cc, &sms);
+    int cc;
+    wb_current_gpu(&cc, sms);
     if (cc != 90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
-    CUtensorMap map_a, map_b;
-    const char *why = make_tensor_map(&map_a, A, M, K, Wide::BM, Wide::BK);
-    if (!why) why = make_tensor_map(&map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
+    const char *why = make_tensor_map(map_a, A, M, K, Wide::BM, Wide::BK);
+    if (!why) why = make_tensor_map(map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
     if (why) return why;
+    long long rows = (M + Wide::BM - 1) / Wide::BM;
+    long long waves_wide = (rows * ((N + 255) / 256) + *sms - 1) / *sms;
+    long long waves_narrow = (rows * ((N + 127) / 128) + *sms - 1) / *sms;
+#ifdef WB_HOPPER_FORCE_BN
+    waves_narrow = WB_HOPPER_FORCE_BN == 128 ? 0 : 1LL << 40;
+#endif
+    *bn = waves_narrow < 2 * waves_wide ? 128 : 256;
+    return NULL;
+}
+
+template <typename Epilogue>
+static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *C, int M, int N, int K, Epilogue epi)
+{
+    if ((M + HopperTile<256>::BM - 1) / HopperTile<256>::BM > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    CUtensorMap map_a, map_b;
+    int bn, sms;
+    if (const char *why = hopper_gemm_setup(A, B, C, M, N, K, &map_a, &map_b, &bn, &sms)) return why;
     static bool configured = false; /* one per epilogue type; both widths at once, so that a first launch
                                        inside a CUDA graph capture (stage 10) never has to configure */
     if (!configured) { /* more than 48 KB of dynamic shared memory must be asked for */
@@ -473,13 +495,7 @@ static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *
                                            HopperTile<128>::SMEM_BYTES));
         configured = true;
     }
-    long long rows = (M + Wide::BM - 1) / Wide::BM;
-    long long waves_wide = (rows * ((N + 255) / 256) + sms - 1) / sms;
-    long long waves_narrow = (rows * ((N + 127) / 128) + sms - 1) / sms;
-#ifdef WB_HOPPER_FORCE_BN
-    waves_narrow = WB_HOPPER_FORCE_BN == 128 ? 0 : 1LL << 40;
-#endif
-    if (waves_narrow < 2 * waves_wide)
+    if (bn == 128)
         launch_hgemm_wgmma_tiles<128>(map_a, map_b, C, M, N, K, epi);
     else
         launch_hgemm_wgmma_tiles<256>(map_a, map_b, C, M, N, K, epi);
@@ -658,19 +674,11 @@ template <typename Epilogue>
 static const char *launch_hgemm_wgmma_persistent(const __half *A, const __half *B, __half *C, int M, int N, int K,
                                                  Epilogue epi)
 {
-    using Wide = HopperTile<256>;
-    if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
-    if (K % 8 || N % 8) return "needs K and N multiples of 8 (TMA needs 16-byte row strides)";
-    if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
-    int cc, sms;
-    wb_current_gpu(&cc, &sms);
-    if (cc != 90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
-    long long rows = (M + Wide::BM - 1) / Wide::BM, tiles_wide = rows * ((N + 255) / 256), tiles_narrow = rows * ((N + 127) / 128);
+    long long rows = (M + HopperTile<256>::BM - 1) / HopperTile<256>::BM, tiles_narrow = rows * ((N + 127) / 128);
     if (tiles_narrow > 0x7fffffff) return "needs fewer than 2^31 tiles";
     CUtensorMap map_a, map_b;
-    const char *why = make_tensor_map(&map_a, A, M, K, Wide::BM, Wide::BK);
-    if (!why) why = make_tensor_map(&map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
-    if (why) return why;
+    int bn, sms;
+    if (const char *why = hopper_gemm_setup(A, B, C, M, N, K, &map_a, &map_b, &bn, &sms)) return why;
     static bool configured = false; /* one per epilogue type, both widths at once (a graph capture never configures) */
     if (!configured) {
         WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_persistent<256, Epilogue>,
@@ -679,16 +687,12 @@ static const char *launch_hgemm_wgmma_persistent(const __half *A, const __half *
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, persistent_smem_bytes<128>()));
         configured = true;
     }
-    long long waves_wide = (tiles_wide + sms - 1) / sms, waves_narrow = (tiles_narrow + sms - 1) / sms;
-#ifdef WB_HOPPER_FORCE_BN
-    waves_narrow = WB_HOPPER_FORCE_BN == 128 ? 0 : 1LL << 40;
-#endif
-    if (waves_narrow < 2 * waves_wide) {
-        int blocks = (int)(tiles_narrow < sms ? tiles_narrow : sms);
+    long long tiles = rows * ((N + bn - 1) / bn);
+    int blocks = (int)(tiles < sms ? tiles : sms);
+    if (bn == 128) {
         hgemm_wgmma_persistent<128><<<blocks, PersistentTile<128>::THREADS, persistent_smem_bytes<128>()>>>(
             map_a, map_b, C, M, N, K, epi);
     } else {
-        int blocks = (int)(tiles_wide < sms ? tiles_wide : sms);
         hgemm_wgmma_persistent<256><<<blocks, PersistentTile<256>::THREADS, persistent_smem_bytes<256>()>>>(
             map_a, map_b, C, M, N, K, epi);
     }

@@ -55,17 +55,6 @@ static int find_attention(const char *id)
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
-/** Upload a [K][N] matrix transposed, as [N][K] (v3's decode linear reads each output's K weights contiguously). */
-static void *upload_transposed(const float *src, int K, int N, wb_dtype dtype, const char *what)
-{
-    float *t = wb_host_alloc((size_t)K * N * 4, what);
-    for (size_t k = 0; k < (size_t)K; ++k)
-        for (size_t n = 0; n < (size_t)N; ++n) t[n * K + k] = src[k * N + n];
-    void *d = wb_device_upload(t, (size_t)K * N, dtype, what);
-    free(t);
-    return d;
-}
-
 const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int fused_decode, int max_seqs,
                         int max_tokens)
 {
@@ -118,10 +107,10 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->fc_w[l] = wb_device_upload(b->fc_w, (size_t)C * 4 * C, dtype, "fc weight");
         e->fcproj_w[l] = wb_device_upload(b->fcproj_w, (size_t)4 * C * C, dtype, "fc proj weight");
         if (fused_decode) { /* prefill's GEMM reads [K][N], v3's decode linear [N][K]: both are kept */
-            e->qkv_wt[l] = upload_transposed(b->qkv_w, C, 3 * C, dtype, "qkv weight, transposed");
-            e->proj_wt[l] = upload_transposed(b->proj_w, C, C, dtype, "proj weight, transposed");
-            e->fc_wt[l] = upload_transposed(b->fc_w, C, 4 * C, dtype, "fc weight, transposed");
-            e->fcproj_wt[l] = upload_transposed(b->fcproj_w, 4 * C, C, dtype, "fc proj weight, transposed");
+            e->qkv_wt[l] = wb_device_upload_transposed(b->qkv_w, C, 3 * C, dtype, "qkv weight, transposed");
+            e->proj_wt[l] = wb_device_upload_transposed(b->proj_w, C, C, dtype, "proj weight, transposed");
+            e->fc_wt[l] = wb_device_upload_transposed(b->fc_w, C, 4 * C, dtype, "fc weight, transposed");
+            e->fcproj_wt[l] = wb_device_upload_transposed(b->fcproj_w, 4 * C, C, dtype, "fc proj weight, transposed");
         }
         e->qkv_b[l] = upload_f32(b->qkv_b, (size_t)3 * C, "qkv bias");
         e->proj_b[l] = upload_f32(b->proj_b, (size_t)C, "proj bias");
@@ -367,6 +356,9 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n);
 
+/** Whether a decode step of n sequences takes v3's fused kernels (else v1/v2's). */
+static int fused_step(const gpt2_engine *e, int n) { return e->fused_decode && n <= DECODE_MAX_ROWS; }
+
 /** Stage 09's attention of layer l for the n sequences of a decode step: q_rows against the paged cache, into att. */
 static const char *decode_attention(gpt2_engine *e, int n, int l)
 {
@@ -380,7 +372,7 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
 
 static const char *decode_kernels(gpt2_engine *e, int n)
 {
-    if (e->fused_decode && n <= DECODE_MAX_ROWS) return decode_kernels_fused(e, n);
+    if (fused_step(e, n)) return decode_kernels_fused(e, n);
     const gpt2_config *c = &e->cfg;
     int C = c->C, H = c->n_head, d = C / H, V = c->vocab;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
@@ -531,7 +523,7 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
         if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
-    if (e->fused_decode && n <= DECODE_MAX_ROWS) { /* v3's LM head leaves an argmax key per sequence */
+    if (fused_step(e, n)) { /* v3's LM head leaves an argmax key per sequence */
         unsigned long long keys[DECODE_MAX_ROWS];
         WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);

@@ -464,15 +464,22 @@ static const char *launch_decode_linear(const decode_linear_args *a)
 {
     const void *kernel = (const void *)decode_linear_fused<T, EPI>;
     size_t smem = a->ln_w ? (size_t)a->M * a->K * sizeof(float) : 0;
-    int sms, max_smem, dev;
+    /* asked of the runtime once per shared-memory size, not on every launch (a decode step makes ~60) */
+    static size_t asked_smem = (size_t)-1;
+    static int per_sm = 0;
+    if (smem != asked_smem) {
+        if (smem > 48 * 1024) { /* above the default, ask for it (the LayerNorm rows of a wide model) */
+            int dev, max_smem;
+            WB_CUDA_CHECK(cudaGetDevice(&dev));
+            WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+            if (smem > (size_t)max_smem) return "fused decode linear: M rows of K floats do not fit in shared memory";
+            WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        }
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, smem));
+        asked_smem = smem;
+    }
+    int sms;
     wb_current_gpu(NULL, &sms);
-    WB_CUDA_CHECK(cudaGetDevice(&dev));
-    WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (smem > (size_t)max_smem) return "fused decode linear: M rows of K floats do not fit in shared memory";
-    if (smem > 48 * 1024)
-        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    int per_sm = 0;
-    WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, smem));
     long long wanted = (a->N + DECODE_WARPS - 1) / DECODE_WARPS, wave = (long long)per_sm * sms;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(wanted < wave ? wanted : wave));

@@ -41,16 +41,14 @@ typedef struct {
     wb_tolerance tol;   /**< the check's tolerance */
 } linear_alone;
 
-/** Round n floats to what `dtype` stores (fp16: the nearest half; fp32: as they are), then upload them. */
-static void *upload(float *src, size_t n, wb_dtype dtype, const char *what)
+/** Round n floats in place to what `dtype` stores (fp16: the nearest half), so the reference sees what the GPU holds. */
+static void round_to_storage(float *x, size_t n, wb_dtype dtype)
 {
-    if (dtype == WB_F16) {
-        uint16_t *h = wb_host_alloc(n * 2, what);
-        wb_floats_to_halves(src, h, n);
-        wb_halves_to_floats(h, src, n);
-        free(h);
-    }
-    return wb_device_upload(src, n, dtype, what);
+    if (dtype != WB_F16) return;
+    uint16_t *h = wb_host_alloc(n * 2, "rounding");
+    wb_floats_to_halves(x, h, n);
+    wb_halves_to_floats(h, x, n);
+    free(h);
 }
 
 static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, int fused, int with_ln, uint64_t seed)
@@ -65,19 +63,14 @@ static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, i
     wb_fill_uniform_f32(hb, (size_t)N, -0.5f, 0.5f, seed + 2);
     wb_fill_uniform_f32(hg, (size_t)K, 0.5f, 1.5f, seed + 3);
     wb_fill_uniform_f32(hs, (size_t)K, -0.2f, 0.2f, seed + 4);
-    p->dx = upload(hx, x, dtype, "x");
-    p->dw = upload(hw, w, dtype, "W"); /* rounds hw: the reference multiplies what the GPU holds */
-    if (fused) { /* v3 reads W transposed: upload [N][K] instead */
-        float *t = wb_host_alloc(w * 4, "W transposed");
-        for (size_t k = 0; k < (size_t)K; ++k)
-            for (size_t n = 0; n < (size_t)N; ++n) t[n * K + k] = hw[k * N + n];
-        WB_CUDA_CHECK(cudaFree(p->dw));
-        p->dw = upload(t, w, dtype, "W transposed");
-        free(t);
-    }
-    p->db = upload(hb, (size_t)N, WB_F32, "b");
-    p->dgain = upload(hg, (size_t)K, WB_F32, "gain");
-    p->dshift = upload(hs, (size_t)K, WB_F32, "shift");
+    round_to_storage(hx, x, dtype);
+    round_to_storage(hw, w, dtype);
+    p->dx = wb_device_upload(hx, x, dtype, "x");
+    p->dw = fused ? wb_device_upload_transposed(hw, (size_t)K, (size_t)N, dtype, "W transposed") /* v3: [N][K] */
+                  : wb_device_upload(hw, w, dtype, "W");
+    p->db = wb_device_upload(hb, (size_t)N, WB_F32, "b");
+    p->dgain = wb_device_upload(hg, (size_t)K, WB_F32, "gain");
+    p->dshift = wb_device_upload(hs, (size_t)K, WB_F32, "shift");
     p->dy = wb_device_alloc(y * wb_dtype_bytes(dtype), "y");
     p->ws_floats = gpt2_small_m_workspace_floats(N, K);
     p->ws = wb_device_alloc(p->ws_floats * 4, "small-M workspace");

@@ -300,13 +300,15 @@ static void print_profile(const char *what, const engine_profile *p)
 }
 
 /** The serving table: up to 64 sequences with prompts of 16..512 tokens (seeded), prefilled 8 at a time. */
-enum { SERVE_MAX_SEQS = 64, SERVE_MIN_PROMPT = 16, SERVE_MAX_PROMPT = 512, SERVE_GROUP = 8, SERVE_STEPS = 32 };
+enum { SERVE_MAX_SEQS = 64, SERVE_MIN_PROMPT = 16, SERVE_MAX_PROMPT = 512, SERVE_GROUP = 8, SERVE_STEPS = 32,
+       SERVE_PROFILED_STEPS = 4 };
 
 /**
  * Serve B sequences of mixed prompt lengths `lens` (prompts one after another
  * in `tokens`): prefill them 8 at a time, take one untimed decode step (it
  * captures the graph for batch B), then time `steps` steps of all B together;
- * ms per step. `prof`: profile the steps instead.
+ * ms per step. Then, with `prof`, profile SERVE_PROFILED_STEPS more steps of the
+ * same sequences (no second prefill).
  */
 static double time_serving(gpt2_engine *e, int B, const int *lens, const int *tokens, int steps, engine_profile *prof)
 {
@@ -319,9 +321,10 @@ static double time_serving(gpt2_engine *e, int B, const int *lens, const int *to
         for (int i = 0; i < g; ++i) off += lens[started + i];
         if (!why) started += g;
     }
-    double t = NAN, warm;
-    if (!why) why = timed_steps(e, B, seqs, cur, 1, NULL, &warm); /* captures the graph for batch B */
-    if (!why) why = timed_steps(e, B, seqs, cur, steps, prof, &t);
+    double t = NAN, untimed;
+    if (!why) why = timed_steps(e, B, seqs, cur, 1, NULL, &untimed); /* captures the graph for batch B */
+    if (!why) why = timed_steps(e, B, seqs, cur, steps, NULL, &t);
+    if (!why && prof) why = timed_steps(e, B, seqs, cur, SERVE_PROFILED_STEPS, prof, &untimed);
     if (why) fprintf(stderr, "serving, batch %d: %s\n", B, why);
     for (int b = 0; b < started; ++b) engine_release(e, b);
     return why ? NAN : t;
@@ -408,11 +411,10 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
             }
             snprintf(problem, sizeof problem, "serving, batch %d, mixed prompt lengths", B);
             snprintf(size, sizeof size, "prompts %d..%d, %d steps", lo, hi, SERVE_STEPS);
-            ms = time_serving(&e, B, serve_lens, tokens, SERVE_STEPS, NULL);
-            add_row(&rep, problem, size, v, ms, (double)B, B * limit);
             engine_profile ps = {0};
-            time_serving(&e, B, serve_lens, tokens, 4, &ps);
-            snprintf(problem, sizeof problem, "serving batch %d, 4 steps", B);
+            ms = time_serving(&e, B, serve_lens, tokens, SERVE_STEPS, &ps);
+            add_row(&rep, problem, size, v, ms, (double)B, B * limit);
+            snprintf(problem, sizeof problem, "serving batch %d, %d steps", B, SERVE_PROFILED_STEPS);
             print_profile(problem, &ps);
         }
         engine_free(&e);
