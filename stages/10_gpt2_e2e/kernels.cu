@@ -256,9 +256,11 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
  * K/V append as its epilogue — 4 kernels and stage 09's attention per block.
  */
 
-/** @brief Warps per block of the fused decode linear; each warp owns one output at a time. */
+/** @brief Warps per block of the fused decode linear. */
 #define DECODE_WARPS 4
-/** @brief 16-byte loads of W each lane keeps in flight: 8·16 B·32 lanes = 4 KB a warp (K = 1024 fp32, 2048 fp16). */
+/** @brief Outputs each warp computes at once: the x it reads from shared memory serves both. */
+#define DECODE_OUTS 2
+/** @brief 16-byte loads of W each lane keeps in flight per output: with DECODE_OUTS, 16 loads, 8 KB a warp. */
 #define DECODE_LOADS 8
 
 /** @brief 16 bytes of fp32 storage as 4 floats. */
@@ -302,51 +304,48 @@ static __device__ __forceinline__ void dependent_launch_sync()
 #endif
 }
 
-/**
- * @brief This lane's share of one round of an output's weights: row n of
- *        W [N][K], 16 bytes at k = k0 + (u·32 + lane)·VEC for u < DECODE_LOADS
- *        (zeros past K, or when n >= N). Consecutive lanes read consecutive
- *        16 bytes: each load instruction of the warp is 512 contiguous bytes.
- */
+/** @brief 16 bytes of W's row n at k (zeros past K or N: no memory access). */
 template <typename T>
-static __device__ __forceinline__ void fetch_weights(uint4 (&w)[DECODE_LOADS], const T *W, int n, int N, int K,
-                                                     int k0, int lane)
+static __device__ __forceinline__ uint4 weight_chunk(const T *W, int n, int N, int K, int k)
 {
-    constexpr int VEC = 16 / sizeof(T);
-#pragma unroll
-    for (int u = 0; u < DECODE_LOADS; ++u) {
-        int k = k0 + (u * 32 + lane) * VEC;
-        w[u] = n < N && k < K ? __ldg(reinterpret_cast<const uint4 *>(W + (long long)n * K + k)) : make_uint4(0, 0, 0, 0);
-    }
+    return n < N && k < K ? __ldg(reinterpret_cast<const uint4 *>(W + (long long)n * K + k)) : make_uint4(0, 0, 0, 0);
 }
 
 /**
- * @brief The prologue: rows[m][k] = LayerNorm(x[m])[k] for the M input rows,
- *        in shared memory, fp32 (stage 05's two passes: the mean, then the
- *        variance about it; a warp per row). Every block computes it for
- *        itself: M·K values read from L2, against the K weights per output
- *        that each warp streams from memory.
+ * @brief The prologue: the block's ROWS input rows in shared memory, in the
+ *        storage type, rows M..ROWS−1 zero (so the main loop has no branch on
+ *        M). With a gain, each row is then normalised in place (stage 05's
+ *        two passes, a warp per row), rounded to T as v1/v2's LayerNorm kernel
+ *        rounds its output. All 16-byte loads of x are issued at once: one
+ *        latency, where reading x inside the main loop would put a trip to L2
+ *        in front of every use of the weights.
  */
-template <typename T>
-static __device__ void layernorm_rows(const T *x, const float *gain, const float *shift, float *rows, int M, int K)
+template <typename T, int ROWS>
+static __device__ void stage_rows(const T *x, const float *gain, const float *shift, T *rows, int M, int K)
 {
-    __shared__ float mean[DECODE_MAX_ROWS], rstd[DECODE_MAX_ROWS];
-    for (int i = threadIdx.x; i < M * K; i += blockDim.x) rows[i] = load(x, i);
+    constexpr int VEC = 16 / sizeof(T);
+    __shared__ float mean[ROWS], rstd[ROWS];
+    for (int i = threadIdx.x; i < ROWS * K / VEC; i += blockDim.x) {
+        int m = i * VEC / K;
+        reinterpret_cast<uint4 *>(rows)[i] =
+            m < M ? __ldg(reinterpret_cast<const uint4 *>(x) + i) : make_uint4(0, 0, 0, 0);
+    }
     __syncthreads();
+    if (!gain) return;
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int m = warp; m < M; m += DECODE_WARPS) {
-        const float *r = rows + (long long)m * K;
+        const T *r = rows + (long long)m * K;
         float s = 0.0f;
-        for (int k = lane; k < K; k += 32) s += r[k];
+        for (int k = lane; k < K; k += 32) s += load(r, k);
         float mu = warp_allreduce<SumOp>(s) / K, v = 0.0f;
-        for (int k = lane; k < K; k += 32) v += (r[k] - mu) * (r[k] - mu);
+        for (int k = lane; k < K; k += 32) v += (load(r, k) - mu) * (load(r, k) - mu);
         v = warp_allreduce<SumOp>(v) / K;
         if (lane == 0) mean[m] = mu, rstd[m] = rsqrtf(v + GPT2_LN_EPS);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < M * K; i += blockDim.x) {
         int m = i / K, k = i % K;
-        rows[i] = (rows[i] - mean[m]) * rstd[m] * gain[k] + shift[k];
+        store(rows, i, (load(rows, i) - mean[m]) * rstd[m] * gain[k] + shift[k]);
     }
     __syncthreads();
 }
@@ -380,107 +379,133 @@ static __device__ __forceinline__ void decode_epilogue_apply(const decode_linear
 }
 
 /**
- * @brief v3's decode linear: y = epilogue(LayerNorm?(x)·W + bias) for M <= 8
+ * @brief v3's decode linear: y = epilogue(LayerNorm?(x)·W + bias) for M <= ROWS
  *        rows, W given transposed ([N][K]).
  *
- * A warp per output, the grid at most one wave, each warp looping over
- * outputs. For each output, every lane issues all its 16-byte loads of W
- * (up to DECODE_LOADS at once) before using any, multiplies each by the
- * same k-slice of the M input rows, and the warp's butterfly finishes the
- * dot products. Lane m then applies the epilogue to row m. The next output's
- * weights are requested before this one's epilogue, and the first output's
- * before the prologue (and, as a programmatic dependent, before the kernel
- * ahead has finished): the weights depend on nothing.
+ * A warp computes DECODE_OUTS outputs at a time, the grid at most one wave,
+ * each warp looping over output pairs. Every lane keeps DECODE_LOADS 16-byte
+ * loads of each output's weights in flight, and refills each slot as soon as
+ * it has used it: with the same slot one round further along K, or, in the
+ * last round, with the next pair's first round. So the next pair's weights
+ * stream while this pair's dot products are reduced and its epilogue runs,
+ * and the first pair's are requested before the prologue (and, as a
+ * programmatic dependent, before the kernel ahead has finished: the weights
+ * depend on nothing). The input rows come from shared memory, zero past M:
+ * the loops over rows have no branches, so the compiler keeps them unrolled.
  */
-template <typename T, decode_epilogue EPI>
+template <typename T, int ROWS, decode_epilogue EPI>
 __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_linear_args a)
 {
     constexpr int VEC = 16 / sizeof(T), ROUND = 32 * VEC * DECODE_LOADS; /* the K one round of loads covers */
-    extern __shared__ __align__(16) float ln_rows[]; /* [M][K] LayerNorm(x), when a.ln_w (read as float4) */
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, M = a.M, N = a.N, K = a.K;
-    const int stride = gridDim.x * DECODE_WARPS;
-    const T *W = (const T *)a.w_t, *X = (const T *)a.x;
-    int n = blockIdx.x * DECODE_WARPS + warp;
-    uint4 w16[DECODE_LOADS];
-    fetch_weights(w16, W, n, N, K, 0, lane);
+    extern __shared__ __align__(16) unsigned char smem[];
+    T *rows = reinterpret_cast<T *>(smem); /* [ROWS][K] the input rows (LayerNorm'd when a.ln_w) */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, N = a.N, K = a.K;
+    const int stride = gridDim.x * DECODE_WARPS * DECODE_OUTS;
+    const T *W = (const T *)a.w_t;
+    int n = (blockIdx.x * DECODE_WARPS + warp) * DECODE_OUTS;
+    uint4 w16[DECODE_OUTS][DECODE_LOADS];
+#pragma unroll
+    for (int u = 0; u < DECODE_LOADS; ++u)
+#pragma unroll
+        for (int o = 0; o < DECODE_OUTS; ++o) w16[o][u] = weight_chunk(W, n + o, N, K, (u * 32 + lane) * VEC);
     dependent_launch_sync();
-    if (a.ln_w) layernorm_rows(X, a.ln_w, a.ln_b, ln_rows, M, K);
-    unsigned long long best = 0; /* lane m: row m's best (value, token) key over this warp's outputs */
+    stage_rows<T, ROWS>((const T *)a.x, a.ln_w, a.ln_b, rows, a.M, K);
+    unsigned long long best = 0; /* lane o·ROWS + m: row m's best (value, token) key over this warp's outputs */
     for (; n < N; n += stride) {
-        float acc[DECODE_MAX_ROWS] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int k0 = 0;;) {
+        float acc[DECODE_OUTS][ROWS] = {};
+        for (int k0 = 0; k0 < K; k0 += ROUND) {
+            const bool last = k0 + ROUND >= K;
 #pragma unroll
             for (int u = 0; u < DECODE_LOADS; ++u) {
                 int k = k0 + (u * 32 + lane) * VEC;
-                if (k >= K) break;
-                float w[VEC];
-                widen(w16[u], w);
+                if (k < K) {
+                    float w[DECODE_OUTS][VEC];
 #pragma unroll
-                for (int m = 0; m < DECODE_MAX_ROWS; ++m) {
-                    if (m >= M) break;
-                    float x[VEC];
-                    if (a.ln_w) {
+                    for (int o = 0; o < DECODE_OUTS; ++o) widen(w16[o][u], w[o]);
 #pragma unroll
-                        for (int v = 0; v < VEC; v += 4) {
-                            float4 f = *reinterpret_cast<const float4 *>(ln_rows + m * K + k + v);
-                            x[v] = f.x, x[v + 1] = f.y, x[v + 2] = f.z, x[v + 3] = f.w;
-                        }
-                    } else {
-                        widen(__ldg(reinterpret_cast<const uint4 *>(X + (long long)m * K + k)), x);
+                    for (int m = 0; m < ROWS; ++m) {
+                        float x[VEC];
+                        widen(*reinterpret_cast<const uint4 *>(rows + m * K + k), x);
+#pragma unroll
+                        for (int o = 0; o < DECODE_OUTS; ++o)
+#pragma unroll
+                            for (int v = 0; v < VEC; ++v) acc[o][m] = fmaf(w[o][v], x[v], acc[o][m]);
                     }
-#pragma unroll
-                    for (int v = 0; v < VEC; ++v) acc[m] = fmaf(w[v], x[v], acc[m]);
                 }
-            }
-            k0 += ROUND;
-            if (k0 >= K) break;
-            fetch_weights(w16, W, n, N, K, k0, lane);
-        }
-        float mine = 0.0f; /* lane m keeps row m's sum */
+                /* the slot is free: refill it (this pair one round on, or the next pair's first round) */
+                int next_n = last ? n + stride : n, next_k = last ? (u * 32 + lane) * VEC : k + ROUND;
 #pragma unroll
-        for (int m = 0; m < DECODE_MAX_ROWS; ++m) {
-            if (m >= M) break;
-            float s = warp_allreduce<SumOp>(acc[m]);
-            if (lane == m) mine = s;
+                for (int o = 0; o < DECODE_OUTS; ++o) w16[o][u] = weight_chunk(W, next_n + o, N, K, next_k);
+            }
         }
-        if (n + stride < N) fetch_weights(w16, W, n + stride, N, K, 0, lane);
-        if (lane < M) decode_epilogue_apply<T, EPI>(a, lane, n, mine, best);
+        float mine = 0.0f; /* lane o·ROWS + m keeps output n + o of row m */
+#pragma unroll
+        for (int o = 0; o < DECODE_OUTS; ++o)
+#pragma unroll
+            for (int m = 0; m < ROWS; ++m) {
+                float s = warp_allreduce<SumOp>(acc[o][m]);
+                if (lane == o * ROWS + m) mine = s;
+            }
+        int o = lane / ROWS, m = lane % ROWS;
+        if (lane < DECODE_OUTS * ROWS && m < a.M && n + o < N) decode_epilogue_apply<T, EPI>(a, m, n + o, mine, best);
     }
     if (EPI == DECODE_LOGITS_ARGMAX) { /* the block's best per row, then one atomic per block and row */
-        __shared__ unsigned long long warp_best[DECODE_WARPS][DECODE_MAX_ROWS];
-        if (lane < M) warp_best[warp][lane] = best;
+        __shared__ unsigned long long warp_best[DECODE_WARPS][DECODE_OUTS * ROWS];
+        if (lane < DECODE_OUTS * ROWS) warp_best[warp][lane] = best;
         __syncthreads();
-        if (threadIdx.x < M) {
+        if (threadIdx.x < a.M) {
             unsigned long long b = 0;
-            for (int w = 0; w < DECODE_WARPS; ++w) b = warp_best[w][threadIdx.x] > b ? warp_best[w][threadIdx.x] : b;
+            for (int w = 0; w < DECODE_WARPS; ++w)
+                for (int o = 0; o < DECODE_OUTS; ++o) {
+                    unsigned long long key = warp_best[w][o * ROWS + threadIdx.x];
+                    b = key > b ? key : b;
+                }
             atomicMax(a.best + threadIdx.x, b);
         }
     }
 }
 
-/** @brief Launch one instantiation: at most one wave of blocks, as a programmatic dependent when asked. */
-template <typename T, decode_epilogue EPI>
-static const char *launch_decode_linear(const decode_linear_args *a)
+/** @brief A cap below the GPU's own limit (gpt2_decode_linear_smem_cap), or 0. */
+static size_t decode_smem_cap = 0;
+
+void gpt2_decode_linear_smem_cap(size_t bytes) { decode_smem_cap = bytes; }
+
+/** @brief The most dynamic shared memory a block may ask for: the GPU's limit (asked once), or the cap. */
+static size_t decode_max_smem()
 {
-    const void *kernel = (const void *)decode_linear_fused<T, EPI>;
-    size_t smem = a->ln_w ? (size_t)a->M * a->K * sizeof(float) : 0;
-    /* asked of the runtime once per shared-memory size, not on every launch (a decode step makes ~60) */
-    static size_t asked_smem = (size_t)-1;
-    static int per_sm = 0;
-    if (smem != asked_smem) {
-        if (smem > 48 * 1024) { /* above the default, ask for it (the LayerNorm rows of a wide model) */
-            int dev, max_smem;
-            WB_CUDA_CHECK(cudaGetDevice(&dev));
-            WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-            if (smem > (size_t)max_smem) return "fused decode linear: M rows of K floats do not fit in shared memory";
+    static int max_smem = 0;
+    if (!max_smem) {
+        int dev;
+        WB_CUDA_CHECK(cudaGetDevice(&dev));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    return decode_smem_cap && decode_smem_cap < (size_t)max_smem ? decode_smem_cap : (size_t)max_smem;
+}
+
+/** @brief Launch one instantiation for a group of at most ROWS rows: one wave of blocks at most, a programmatic dependent when asked. */
+template <typename T, int ROWS, decode_epilogue EPI>
+static void launch_decode_rows(const decode_linear_args *a)
+{
+    const void *kernel = (const void *)decode_linear_fused<T, ROWS, EPI>;
+    size_t smem = (size_t)ROWS * a->K * sizeof(T);
+    /* asked of the runtime once per shared-memory size (K), not on every launch (a decode step makes ~50) */
+    static size_t asked_smem[4];
+    static int asked_per_sm[4], asked = 0;
+    int per_sm = 0;
+    for (int i = 0; i < asked; ++i)
+        if (asked_smem[i] == smem) per_sm = asked_per_sm[i];
+    if (!per_sm) {
+        if (smem > 48 * 1024) /* above the default: ask for it (the caller checked the GPU's limit) */
             WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        }
         WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, smem));
-        asked_smem = smem;
+        if (per_sm < 1) per_sm = 1;
+        int slot = asked < 4 ? asked++ : 0; /* more than 4 sizes: the first slot is reused */
+        asked_smem[slot] = smem, asked_per_sm[slot] = per_sm;
     }
     int sms;
     wb_current_gpu(NULL, &sms);
-    long long wanted = (a->N + DECODE_WARPS - 1) / DECODE_WARPS, wave = (long long)per_sm * sms;
+    const int per_block = DECODE_WARPS * DECODE_OUTS;
+    long long wanted = (a->N + per_block - 1) / per_block, wave = (long long)per_sm * sms;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(wanted < wave ? wanted : wave));
     cfg.blockDim = dim3(DECODE_WARPS * 32);
@@ -491,8 +516,41 @@ static const char *launch_decode_linear(const decode_linear_args *a)
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = a->dependent_launch ? 1 : 0;
-    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_linear_fused<T, EPI>, *a));
+    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_linear_fused<T, ROWS, EPI>, *a));
     WB_CHECK_LAUNCH("decode_linear_fused");
+}
+
+/** @brief The fewest rows (1, 2, 4 or 8) an instantiation must take to hold M. */
+static int rows_for(int M) { return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8; }
+
+/**
+ * @brief Launch for all M rows: in groups whose rows fit in shared memory
+ *        (all of them on an H100; on a GPU with 64 KB a block, fp32 rows of
+ *        K = 3072 go 4 at a time), each with the instantiation of the fewest
+ *        rows that holds it.
+ */
+template <typename T, decode_epilogue EPI>
+static const char *launch_decode_linear(const decode_linear_args *a)
+{
+    int group = rows_for(a->M);
+    while (group > 1 && (size_t)group * a->K * sizeof(T) > decode_max_smem()) group /= 2;
+    if ((size_t)group * a->K * sizeof(T) > decode_max_smem())
+        return "fused decode linear: one row of K inputs does not fit in shared memory";
+    for (int m0 = 0; m0 < a->M; m0 += group) {
+        decode_linear_args g = *a;
+        g.M = a->M - m0 < group ? a->M - m0 : group;
+        g.x = (const T *)a->x + (long long)m0 * a->K;
+        long long y_row = EPI == DECODE_QKV_APPEND ? a->N / 3 : EPI == DECODE_LOGITS_ARGMAX ? a->ldy : a->N;
+        g.y = (T *)a->y + m0 * y_row;
+        if (a->slots) g.slots = a->slots + m0;
+        if (a->best) g.best = a->best + m0;
+        switch (rows_for(g.M)) {
+        case 1: launch_decode_rows<T, 1, EPI>(&g); break;
+        case 2: launch_decode_rows<T, 2, EPI>(&g); break;
+        case 4: launch_decode_rows<T, 4, EPI>(&g); break;
+        default: launch_decode_rows<T, 8, EPI>(&g); break;
+        }
+    }
     return NULL;
 }
 

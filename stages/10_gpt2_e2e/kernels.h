@@ -8,6 +8,7 @@
 #ifndef STAGE10_KERNELS_H
 #define STAGE10_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -117,6 +118,13 @@ typedef struct {
 
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
+
+/**
+ * @brief Cap the shared memory per block the fused decode linear plans with
+ *        (0: the GPU's own limit). Rows that do not fit go in groups, one
+ *        launch each; the check sets the T4's 64 KB to take that path here.
+ */
+void gpt2_decode_linear_smem_cap(size_t bytes);
 
 #ifdef __cplusplus
 }
