@@ -478,6 +478,7 @@ static size_t decode_max_smem()
         int dev;
         WB_CUDA_CHECK(cudaGetDevice(&dev));
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        if (wb_emulating_t4()) max_smem = 64 * 1024; /* the T4's limit, for the T4's path (device.h) */
     }
     return decode_smem_cap && decode_smem_cap < (size_t)max_smem ? decode_smem_cap : (size_t)max_smem;
 }
