@@ -165,6 +165,13 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     constexpr int EP = Vec16<T>::N, CHUNKS = D / EP, TOKENS_PER_PASS = 32 / CHUNKS;
     constexpr int TILE = PASSES * TOKENS_PER_PASS;
     __shared__ float warp_m[G][DECODE_WARPS], warp_l[G][DECODE_WARPS], warp_o[G][DECODE_WARPS][D];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* launched as a programmatic dependent (stage 10's decode step): the next kernel may start launching,
+     * and nothing is read before the kernel ahead, which wrote q and the new token's K and V, has finished.
+     * Launched normally, both do nothing. */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     int part = blockIdx.x, h0 = blockIdx.y * G, b = blockIdx.z;
     int len = lens[b], t_begin = part * partition_tokens;
     if (t_begin >= len) return; /* a shorter sequence: fewer partitions */
@@ -422,11 +429,18 @@ static const char *launch_decode_typed(const decode_problem *p, Rows rows, const
         part_l = part_m + (size_t)p->B * p->Hq * max_parts;
         part_o = part_l + (size_t)p->B * p->Hq * max_parts; /* fits: max_parts <= max_parts_for(max_len) */
     }
-    dim3 grid(max_parts, p->Hq / G, p->B);
-    paged_decode_partition<T, D, Rows, G, PASSES><<<grid, DECODE_WARPS * 32>>>((const T *)p->q, (const T *)k, (const T *)v, rows,
-                                                                   p->lens, (T *)p->o, part_m, part_l, part_o,
-                                                                   p->counters, p->Hq, p->Hkv, partition, max_parts,
-                                                                   p->scale * LOG2E);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(max_parts, p->Hq / G, p->B);
+    cfg.blockDim = dim3(DECODE_WARPS * 32);
+    cfg.stream = cudaStreamPerThread;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = p->dependent_launch ? 1 : 0; /* stage 10's decode step; the stage's own runs launch plainly */
+    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, paged_decode_partition<T, D, Rows, G, PASSES>, (const T *)p->q,
+                                     (const T *)k, (const T *)v, rows, p->lens, (T *)p->o, part_m, part_l, part_o,
+                                     p->counters, p->Hq, p->Hkv, partition, max_parts, p->scale * LOG2E));
     WB_CHECK_LAUNCH("paged_decode_partition");
     return NULL;
 }

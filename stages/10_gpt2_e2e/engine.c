@@ -366,7 +366,8 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     int H = c->n_head, d = c->C / H;
     decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T, (long long)n * c->max_T,
                          1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l], e->v_pool[l], e->d_tables,
-                         e->d_lens, e->att, e->decode_workspace, e->decode_workspace_bytes, e->decode_counters, NULL};
+                         e->d_lens, e->att, e->decode_workspace, e->decode_workspace_bytes, e->decode_counters, NULL,
+                         fused_step(e, n) && e->dependent_launch};
     return decode_variants[e->decode_variant].launch(&dp);
 }
 

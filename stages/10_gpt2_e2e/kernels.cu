@@ -314,11 +314,12 @@ static __device__ __forceinline__ uint4 weight_chunk(const T *W, int n, int N, i
 /**
  * @brief The prologue: the block's ROWS input rows in shared memory, in the
  *        storage type, rows M..ROWS−1 zero (so the main loop has no branch on
- *        M). With a gain, each row is then normalised in place (stage 05's
- *        two passes, a warp per row), rounded to T as v1/v2's LayerNorm kernel
- *        rounds its output. All 16-byte loads of x are issued at once: one
- *        latency, where reading x inside the main loop would put a trip to L2
- *        in front of every use of the weights.
+ *        M). With LayerNorm (gain and shift already in shared memory), each
+ *        row is then normalised in place (stage 05's two passes, a warp per
+ *        row), rounded to T as v1/v2's LayerNorm kernel rounds its output. All
+ *        16-byte loads of x are issued at once: one latency, where reading x
+ *        inside the main loop would put a trip to L2 in front of every use of
+ *        the weights.
  */
 template <typename T, int ROWS>
 static __device__ void stage_rows(const T *x, const float *gain, const float *shift, T *rows, int M, int K)
@@ -350,18 +351,18 @@ static __device__ void stage_rows(const T *x, const float *gain, const float *sh
     __syncthreads();
 }
 
-/** @brief The epilogue of output n of row m: s is the finished dot product. */
+/**
+ * @brief The epilogue of output n of row m: s is the finished dot product plus
+ *        its bias; for DECODE_RESIDUAL, resid is y[m][n] as it was.
+ */
 template <typename T, decode_epilogue EPI>
 static __device__ __forceinline__ void decode_epilogue_apply(const decode_linear_args &a, int m, int n, float s,
-                                                             unsigned long long &best)
+                                                             float resid, unsigned long long &best)
 {
-    if (a.bias) s += a.bias[n];
     if (EPI == DECODE_GELU) {
         store((T *)a.y, (long long)m * a.N + n, gelu_tanh(s));
     } else if (EPI == DECODE_RESIDUAL) {
-        T *y = (T *)a.y;
-        long long i = (long long)m * a.N + n;
-        store(y, i, load(y, i) + s);
+        store((T *)a.y, (long long)m * a.N + n, resid + s);
     } else if (EPI == DECODE_QKV_APPEND) { /* n in [0, 3C): q, k or v; k and v go straight to the page pools */
         int C = a.N / 3, part = n / C, c = n - part * C, d = C / a.H;
         if (part == 0) {
@@ -378,6 +379,13 @@ static __device__ __forceinline__ void decode_epilogue_apply(const decode_linear
     }
 }
 
+/** @brief The biases of outputs n … n + DECODE_OUTS − 1 (zero past N, or without a bias). */
+static __device__ __forceinline__ void fetch_bias(float (&b)[DECODE_OUTS], const float *bias, int n, int N)
+{
+#pragma unroll
+    for (int o = 0; o < DECODE_OUTS; ++o) b[o] = bias && n + o < N ? __ldg(bias + n + o) : 0.0f;
+}
+
 /**
  * @brief v3's decode linear: y = epilogue(LayerNorm?(x)·W + bias) for M <= ROWS
  *        rows, W given transposed ([N][K]).
@@ -387,29 +395,43 @@ static __device__ __forceinline__ void decode_epilogue_apply(const decode_linear
  * loads of each output's weights in flight, and refills each slot as soon as
  * it has used it: with the same slot one round further along K, or, in the
  * last round, with the next pair's first round. So the next pair's weights
- * stream while this pair's dot products are reduced and its epilogue runs,
- * and the first pair's are requested before the prologue (and, as a
- * programmatic dependent, before the kernel ahead has finished: the weights
- * depend on nothing). The input rows come from shared memory, zero past M:
- * the loops over rows have no branches, so the compiler keeps them unrolled.
+ * stream while this pair's dot products are reduced and its epilogue runs.
+ *
+ * Everything that does not depend on the kernel ahead — the first pair's
+ * weights and biases, the LayerNorm gain and shift — is requested before
+ * waiting for it (as a programmatic dependent, while it still runs). After
+ * the wait, one latency: the input rows (all their loads at once) and, for
+ * the residual add, the old y. The rows then come from shared memory, zero
+ * past M: the loops over rows have no branches, so they stay unrolled.
  */
 template <typename T, int ROWS, decode_epilogue EPI>
 __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_linear_args a)
 {
     constexpr int VEC = 16 / sizeof(T), ROUND = 32 * VEC * DECODE_LOADS; /* the K one round of loads covers */
     extern __shared__ __align__(16) unsigned char smem[];
-    T *rows = reinterpret_cast<T *>(smem); /* [ROWS][K] the input rows (LayerNorm'd when a.ln_w) */
+    T *rows = reinterpret_cast<T *>(smem);                     /* [ROWS][K] the input rows (LayerNorm'd) */
+    float *gain = reinterpret_cast<float *>(rows + ROWS * a.K); /* [K] with LayerNorm, then shift [K] */
+    float *shift = gain + a.K;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, N = a.N, K = a.K;
     const int stride = gridDim.x * DECODE_WARPS * DECODE_OUTS;
     const T *W = (const T *)a.w_t;
+    const int lane_o = lane / ROWS, lane_m = lane % ROWS; /* the output and row this lane's epilogue handles */
+    const bool epilogue_lane = lane < DECODE_OUTS * ROWS && lane_m < a.M;
     int n = (blockIdx.x * DECODE_WARPS + warp) * DECODE_OUTS;
     uint4 w16[DECODE_OUTS][DECODE_LOADS];
 #pragma unroll
     for (int u = 0; u < DECODE_LOADS; ++u)
 #pragma unroll
         for (int o = 0; o < DECODE_OUTS; ++o) w16[o][u] = weight_chunk(W, n + o, N, K, (u * 32 + lane) * VEC);
+    float bias[DECODE_OUTS];
+    fetch_bias(bias, a.bias, n, N);
+    if (a.ln_w)
+        for (int k = threadIdx.x; k < K; k += blockDim.x) gain[k] = __ldg(a.ln_w + k), shift[k] = __ldg(a.ln_b + k);
     dependent_launch_sync();
-    stage_rows<T, ROWS>((const T *)a.x, a.ln_w, a.ln_b, rows, a.M, K);
+    float resid = 0.0f; /* DECODE_RESIDUAL: y[lane_m][n + lane_o] before the add, requested with the rows */
+    if (EPI == DECODE_RESIDUAL && epilogue_lane && n + lane_o < N)
+        resid = load((const T *)a.y, (long long)lane_m * N + n + lane_o);
+    stage_rows<T, ROWS>((const T *)a.x, a.ln_w ? gain : NULL, shift, rows, a.M, K);
     unsigned long long best = 0; /* lane o·ROWS + m: row m's best (value, token) key over this warp's outputs */
     for (; n < N; n += stride) {
         float acc[DECODE_OUTS][ROWS] = {};
@@ -438,16 +460,23 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_
                 for (int o = 0; o < DECODE_OUTS; ++o) w16[o][u] = weight_chunk(W, next_n + o, N, K, next_k);
             }
         }
-        float mine = 0.0f; /* lane o·ROWS + m keeps output n + o of row m */
+        float next_bias[DECODE_OUTS], next_resid = 0.0f; /* the next pair's, requested before the reductions */
+        fetch_bias(next_bias, a.bias, n + stride, N);
+        if (EPI == DECODE_RESIDUAL && epilogue_lane && n + stride + lane_o < N)
+            next_resid = load((const T *)a.y, (long long)lane_m * N + n + stride + lane_o);
+        float mine = 0.0f, my_bias = 0.0f; /* lane o·ROWS + m keeps output n + o of row m */
 #pragma unroll
         for (int o = 0; o < DECODE_OUTS; ++o)
 #pragma unroll
             for (int m = 0; m < ROWS; ++m) {
                 float s = warp_allreduce<SumOp>(acc[o][m]);
-                if (lane == o * ROWS + m) mine = s;
+                if (lane == o * ROWS + m) mine = s, my_bias = bias[o];
             }
-        int o = lane / ROWS, m = lane % ROWS;
-        if (lane < DECODE_OUTS * ROWS && m < a.M && n + o < N) decode_epilogue_apply<T, EPI>(a, m, n + o, mine, best);
+        if (epilogue_lane && n + lane_o < N)
+            decode_epilogue_apply<T, EPI>(a, lane_m, n + lane_o, mine + my_bias, resid, best);
+#pragma unroll
+        for (int o = 0; o < DECODE_OUTS; ++o) bias[o] = next_bias[o];
+        resid = next_resid;
     }
     if (EPI == DECODE_LOGITS_ARGMAX) { /* the block's best per row, then one atomic per block and row */
         __shared__ unsigned long long warp_best[DECODE_WARPS][DECODE_OUTS * ROWS];
@@ -470,6 +499,15 @@ static size_t decode_smem_cap = 0;
 
 void gpt2_decode_linear_smem_cap(size_t bytes) { decode_smem_cap = bytes; }
 
+/** @brief Static shared memory of the kernel, at most (LayerNorm statistics, the argmax's per-warp keys). */
+#define DECODE_STATIC_SMEM_BYTES (2 * DECODE_MAX_ROWS * 4 + DECODE_WARPS * DECODE_OUTS * DECODE_MAX_ROWS * 8)
+
+/** @brief Shared memory of one block: the rows, LayerNorm's gain and shift, the static arrays. */
+static size_t decode_smem_bytes(int rows, int K, size_t elem, int ln)
+{
+    return (size_t)rows * K * elem + (ln ? 2 * (size_t)K * sizeof(float) : 0);
+}
+
 /** @brief The most dynamic shared memory a block may ask for: the GPU's limit (asked once), or the cap. */
 static size_t decode_max_smem()
 {
@@ -480,7 +518,8 @@ static size_t decode_max_smem()
         WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
         if (wb_emulating_t4()) max_smem = 64 * 1024; /* the T4's limit, for the T4's path (device.h) */
     }
-    return decode_smem_cap && decode_smem_cap < (size_t)max_smem ? decode_smem_cap : (size_t)max_smem;
+    size_t limit = decode_smem_cap && decode_smem_cap < (size_t)max_smem ? decode_smem_cap : (size_t)max_smem;
+    return limit - DECODE_STATIC_SMEM_BYTES;
 }
 
 /** @brief Launch one instantiation for a group of at most ROWS rows: one wave of blocks at most, a programmatic dependent when asked. */
@@ -488,7 +527,7 @@ template <typename T, int ROWS, decode_epilogue EPI>
 static void launch_decode_rows(const decode_linear_args *a)
 {
     const void *kernel = (const void *)decode_linear_fused<T, ROWS, EPI>;
-    size_t smem = (size_t)ROWS * a->K * sizeof(T);
+    size_t smem = decode_smem_bytes(ROWS, a->K, sizeof(T), a->ln_w != NULL);
     /* asked of the runtime once per shared-memory size (K), not on every launch (a decode step makes ~50) */
     static size_t asked_smem[4];
     static int asked_per_sm[4], asked = 0;
@@ -496,8 +535,9 @@ static void launch_decode_rows(const decode_linear_args *a)
     for (int i = 0; i < asked; ++i)
         if (asked_smem[i] == smem) per_sm = asked_per_sm[i];
     if (!per_sm) {
-        if (smem > 48 * 1024) /* above the default: ask for it (the caller checked the GPU's limit) */
-            WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        /* asked for every size: 48 KB of dynamic shared memory plus the static arrays is already too many
+         * without it (the caller checked the GPU's limit) */
+        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, smem));
         if (per_sm < 1) per_sm = 1;
         int slot = asked < 4 ? asked++ : 0; /* more than 4 sizes: the first slot is reused */
@@ -533,9 +573,9 @@ static int rows_for(int M) { return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8; }
 template <typename T, decode_epilogue EPI>
 static const char *launch_decode_linear(const decode_linear_args *a)
 {
-    int group = rows_for(a->M);
-    while (group > 1 && (size_t)group * a->K * sizeof(T) > decode_max_smem()) group /= 2;
-    if ((size_t)group * a->K * sizeof(T) > decode_max_smem())
+    int group = rows_for(a->M), ln = a->ln_w != NULL;
+    while (group > 1 && decode_smem_bytes(group, a->K, sizeof(T), ln) > decode_max_smem()) group /= 2;
+    if (decode_smem_bytes(group, a->K, sizeof(T), ln) > decode_max_smem())
         return "fused decode linear: one row of K inputs does not fit in shared memory";
     for (int m0 = 0; m0 < a->M; m0 += group) {
         decode_linear_args g = *a;
