@@ -326,6 +326,7 @@ static __device__ void stage_rows(const T *x, const float *gain, const float *sh
 {
     constexpr int VEC = 16 / sizeof(T);
     __shared__ float mean[ROWS], rstd[ROWS];
+#pragma unroll 4 /* up to 4 loads in flight per thread before the first is stored (K 3072: 6 per thread in fp32) */
     for (int i = threadIdx.x; i < ROWS * K / VEC; i += blockDim.x) {
         int m = i * VEC / K;
         reinterpret_cast<uint4 *>(rows)[i] =
@@ -337,8 +338,10 @@ static __device__ void stage_rows(const T *x, const float *gain, const float *sh
     for (int m = warp; m < M; m += DECODE_WARPS) {
         const T *r = rows + (long long)m * K;
         float s = 0.0f;
+#pragma unroll 8
         for (int k = lane; k < K; k += 32) s += load(r, k);
         float mu = warp_allreduce<SumOp>(s) / K, v = 0.0f;
+#pragma unroll 8
         for (int k = lane; k < K; k += 32) v += (load(r, k) - mu) * (load(r, k) - mu);
         v = warp_allreduce<SumOp>(v) / K;
         if (lane == 0) mean[m] = mu, rstd[m] = rsqrtf(v + GPT2_LN_EPS);
@@ -426,6 +429,7 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_
     float bias[DECODE_OUTS];
     fetch_bias(bias, a.bias, n, N);
     if (a.ln_w)
+#pragma unroll 4 /* K 768: 6 values of each per thread, their loads in flight together */
         for (int k = threadIdx.x; k < K; k += blockDim.x) gain[k] = __ldg(a.ln_w + k), shift[k] = __ldg(a.ln_b + k);
     dependent_launch_sync();
     float resid = 0.0f; /* DECODE_RESIDUAL: y[lane_m][n + lane_o] before the add, requested with the rows */
