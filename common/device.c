@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The T4 (TU104) that WB_EMULATE_T4 stands in for: compute capability 7.5, 40 SMs. */
-enum { T4_CC = 75, T4_SMS = 40 };
+/* The T4 (TU104) that WB_EMULATE_T4 stands in for: compute capability 7.5, 40 SMs, 64 KB of shared memory. */
+enum { T4_CC = 75, T4_SMS = 40, T4_SMEM_BYTES = 64 * 1024 };
 
 void wb_device_open_or_skip(wb_device *dev, const char *program)
 {
@@ -41,8 +41,8 @@ void wb_device_open_or_skip(wb_device *dev, const char *program)
         dev->cc_minor = T4_CC % 10;
         dev->sm_count = T4_SMS;
         dev->max_threads_per_sm = 1024;
-        dev->smem_per_block_optin = 64 * 1024;
-        dev->smem_per_sm = 64 * 1024;
+        dev->smem_per_block_optin = T4_SMEM_BYTES;
+        dev->smem_per_sm = T4_SMEM_BYTES;
     }
     dev->l2_flush_bytes = 2 * dev->l2_bytes;
     if (dev->l2_flush_bytes > 0) dev->l2_flush = wb_device_alloc(dev->l2_flush_bytes, "L2 flush buffer");
@@ -116,6 +116,18 @@ void wb_current_gpu(int *cc, int *sm_count)
     }
     if (cc) *cc = known_cc;
     if (sm_count) *sm_count = known_sms;
+}
+
+size_t wb_current_smem_per_block(void)
+{
+    static int known = 0;
+    if (!known) {
+        int device = 0;
+        WB_CUDA_CHECK(cudaGetDevice(&device));
+        WB_CUDA_CHECK(cudaDeviceGetAttribute(&known, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+        if (wb_emulating_t4()) known = T4_SMEM_BYTES;
+    }
+    return (size_t)known;
 }
 
 int wb_emulating_t4(void)

@@ -49,7 +49,8 @@ typedef struct {
  *
  * With the environment variable `WB_EMULATE_T4=1` the program takes the T4's
  * path on whatever GPU it runs: the device reports compute capability 7.5, 40
- * SMs, 1024 threads and 64 KB of shared memory per SM (wb_current_gpu too), so
+ * SMs, 1024 threads and 64 KB of shared memory per SM (wb_current_gpu and
+ * wb_current_smem_per_block too), so
  * variants that need sm_80 or sm_90 are skipped and launchers size their grids
  * for 40 SMs. The kernels still run on the real GPU. The T4 fitness test records
  * the launches of that path (tests/t4/); nothing else uses it.
@@ -79,6 +80,13 @@ void wb_device_print(const wb_device *dev, FILE *out);
  *        have no wb_device at hand. Either pointer may be NULL.
  */
 void wb_current_gpu(int *cc, int *sm_count);
+
+/**
+ * @brief The most shared memory a block of the current GPU may opt in to, in
+ *        bytes (the T4's 64 KB on the T4's path), asked of the driver once per
+ *        process: for launchers without a wb_device at hand, as wb_current_gpu.
+ */
+size_t wb_current_smem_per_block(void);
 
 /** @brief 1 when `WB_EMULATE_T4` asks the program to take the T4's path (see wb_device_open_or_skip). */
 int wb_emulating_t4(void);

@@ -22,6 +22,30 @@ static __device__ __forceinline__ void store(float *p, long long i, float v) { p
 /** @brief Write v to element i, rounded to the nearest fp16. */
 static __device__ __forceinline__ void store(__half *p, long long i, float v) { p[i] = __float2half_rn(v); }
 
+/** @brief Elements of T in 16 bytes (one vector load): 4 fp32 or 8 fp16. */
+template <typename T>
+struct Vec16 {
+    static constexpr int N = 16 / sizeof(T); /**< elements per 16 bytes */
+};
+
+/** @brief 16 bytes of fp32 as 4 floats (the last argument picks the storage type: pass T()). */
+static __device__ __forceinline__ void unpack16(uint4 raw, float *out, float)
+{
+    out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y);
+    out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
+}
+
+/** @brief 16 bytes of fp16 as 8 floats (each fp16 value is exactly a float). */
+static __device__ __forceinline__ void unpack16(uint4 raw, float *out, __half)
+{
+    const __half2 *h2 = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float2 f = __half22float2(h2[i]);
+        out[2 * i] = f.x, out[2 * i + 1] = f.y;
+    }
+}
+
 /** @brief Call f(T{}) with T = float or __half, the storage type of the run. */
 template <typename F>
 static const char *dispatch(wb_dtype dtype, F f)

@@ -173,22 +173,7 @@ static const char *rope_v2(const rope_args *a)
  * v3 — Q and K in one launch, 16-byte loads, angles shared by all heads.
  * ------------------------------------------------------------------------- */
 
-/** @brief 16 bytes as P fp32 values (P = 4) ... */
-static __device__ __forceinline__ void unpack16(uint4 q, float *v, float)
-{
-    v[0] = __uint_as_float(q.x), v[1] = __uint_as_float(q.y), v[2] = __uint_as_float(q.z), v[3] = __uint_as_float(q.w);
-}
-/** @brief ... or 8 fp16 values. */
-static __device__ __forceinline__ void unpack16(uint4 q, float *v, __half)
-{
-    const __half2 *h = reinterpret_cast<const __half2 *>(&q);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        float2 f = __half22float2(h[k]);
-        v[2 * k] = f.x, v[2 * k + 1] = f.y;
-    }
-}
-/** @brief P fp32 values back into 16 bytes ... */
+/** @brief P fp32 values back into 16 bytes (unpack16, dtype_device.cuh, reads them) ... */
 static __device__ __forceinline__ uint4 pack16(const float *v, float)
 {
     return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));

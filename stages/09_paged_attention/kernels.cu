@@ -20,7 +20,8 @@
 #include "02_reduction/block_reduce.cuh" /* stage 02: block_allreduce */
 #include "08_paged_kv_cache/kernels.h" /* stage 08's gather, for v1 */
 #include "cuda_check.h"
-#include "device.h" /* wb_current_gpu */
+#include "dependent_launch.cuh" /* stage 10 launches the decode kernel as a programmatic dependent */
+#include "device.h"           /* wb_current_gpu */
 #include "dtype_device.cuh"
 #include "kernels.h"
 
@@ -59,30 +60,6 @@ struct ContiguousRows {
         return ((long long)b * Hkv + h) * max_len + t;
     }
 };
-
-/** @brief Elements of T in 16 bytes: 8 fp16 or 4 fp32. */
-template <typename T>
-struct Vec16 {
-    static constexpr int N = 16 / sizeof(T); /**< elements per 16 bytes */
-};
-
-/** @brief 16 bytes of fp16 as 8 floats. */
-static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[8], __half)
-{
-    const __half2 *h2 = reinterpret_cast<const __half2 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        float2 f = __half22float2(h2[i]);
-        out[2 * i] = f.x, out[2 * i + 1] = f.y;
-    }
-}
-
-/** @brief 16 bytes of fp32 as 4 floats. */
-static __device__ __forceinline__ void unpack16(uint4 raw, float (&out)[4], float)
-{
-    out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y);
-    out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
-}
 
 #ifndef DECODE_MIN_BLOCKS_PER_SM
 /** @brief v1–v3's blocks per SM that the compiler must leave registers for: 3 (at most 168 registers a
@@ -165,13 +142,9 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     constexpr int EP = Vec16<T>::N, CHUNKS = D / EP, TOKENS_PER_PASS = 32 / CHUNKS;
     constexpr int TILE = PASSES * TOKENS_PER_PASS;
     __shared__ float warp_m[G][DECODE_WARPS], warp_l[G][DECODE_WARPS], warp_o[G][DECODE_WARPS][D];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* launched as a programmatic dependent (stage 10's decode step): the next kernel may start launching,
-     * and nothing is read before the kernel ahead, which wrote q and the new token's K and V, has finished.
-     * Launched normally, both do nothing. */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+    /* launched as a programmatic dependent (stage 10's decode step): nothing is read before the kernel
+     * ahead, which wrote q and the new token's K and V, has finished. Launched normally, it does nothing. */
+    wb_dependent_launch_sync();
     int part = blockIdx.x, h0 = blockIdx.y * G, b = blockIdx.z;
     int len = lens[b], t_begin = part * partition_tokens;
     if (t_begin >= len) return; /* a shorter sequence: fewer partitions */
@@ -429,16 +402,10 @@ static const char *launch_decode_typed(const decode_problem *p, Rows rows, const
         part_l = part_m + (size_t)p->B * p->Hq * max_parts;
         part_o = part_l + (size_t)p->B * p->Hq * max_parts; /* fits: max_parts <= max_parts_for(max_len) */
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(max_parts, p->Hq / G, p->B);
-    cfg.blockDim = dim3(DECODE_WARPS * 32);
-    cfg.stream = cudaStreamPerThread;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = p->dependent_launch ? 1 : 0; /* stage 10's decode step; the stage's own runs launch plainly */
-    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, paged_decode_partition<T, D, Rows, G, PASSES>, (const T *)p->q,
+    wb_launch_config launch; /* stage 10's decode step launches it as a dependent; the stage's own runs plainly */
+    cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3(max_parts, p->Hq / G, p->B), dim3(DECODE_WARPS * 32),
+                                                    0, p->dependent_launch);
+    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, paged_decode_partition<T, D, Rows, G, PASSES>, (const T *)p->q,
                                      (const T *)k, (const T *)v, rows, p->lens, (T *)p->o, part_m, part_l, part_o,
                                      p->counters, p->Hq, p->Hkv, partition, max_parts, p->scale * LOG2E));
     WB_CHECK_LAUNCH("paged_decode_partition");

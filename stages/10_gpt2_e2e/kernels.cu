@@ -11,7 +11,8 @@
 #include "02_reduction/block_reduce.cuh"      /* warp_allreduce: stage 02's butterfly */
 #include "04_fused_gelu_linear/bias_gelu.cuh" /* gelu_tanh */
 #include "cuda_check.h"
-#include "device.h" /* wb_current_gpu */
+#include "dependent_launch.cuh" /* on sm_90 the decode linears launch as programmatic dependents */
+#include "device.h"             /* wb_current_gpu, wb_current_smem_per_block */
 #include "dtype_device.cuh"
 #include "gpt2.h" /* GPT2_LN_EPS */
 #include "argmax_key.h"
@@ -263,47 +264,6 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
 /** @brief 16-byte loads of W each lane keeps in flight per output: with DECODE_OUTS, 16 loads, 8 KB a warp. */
 #define DECODE_LOADS 8
 
-/** @brief 16 bytes of fp32 storage as 4 floats. */
-static __device__ __forceinline__ void widen(uint4 u, float (&f)[4])
-{
-    f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
-}
-
-/** @brief Two fp16 values packed in 32 bits, widened. */
-static __device__ __forceinline__ float2 widen_pair(unsigned int bits)
-{
-    __half2_raw r;
-    r.x = (unsigned short)(bits & 0xffffu), r.y = (unsigned short)(bits >> 16);
-    return __half22float2(__half2(r));
-}
-
-/** @brief 16 bytes of fp16 storage as 8 floats. */
-static __device__ __forceinline__ void widen(uint4 u, float (&f)[8])
-{
-    const unsigned int bits[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        float2 p = widen_pair(bits[i]);
-        f[2 * i] = p.x, f[2 * i + 1] = p.y;
-    }
-}
-
-/**
- * @brief Programmatic dependent launch (sm_90): let the next kernel in the
- *        stream start launching now, then wait until the kernel before this
- *        one has finished and its writes are visible. Whatever a kernel does
- *        before this call must not read what the kernel before writes: here,
- *        only loads of the weights. Launched without the attribute, both
- *        instructions do nothing.
- */
-static __device__ __forceinline__ void dependent_launch_sync()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 /** @brief 16 bytes of W's row n at k (zeros past K or N: no memory access). */
 template <typename T>
 static __device__ __forceinline__ uint4 weight_chunk(const T *W, int n, int N, int K, int k)
@@ -324,7 +284,7 @@ static __device__ __forceinline__ uint4 weight_chunk(const T *W, int n, int N, i
 template <typename T, int ROWS>
 static __device__ void stage_rows(const T *x, const float *gain, const float *shift, T *rows, int M, int K)
 {
-    constexpr int VEC = 16 / sizeof(T);
+    constexpr int VEC = Vec16<T>::N;
     __shared__ float mean[ROWS], rstd[ROWS];
 #pragma unroll 4 /* up to 4 loads in flight per thread before the first is stored (K 3072: 6 per thread in fp32) */
     for (int i = threadIdx.x; i < ROWS * K / VEC; i += blockDim.x) {
@@ -410,7 +370,7 @@ static __device__ __forceinline__ void fetch_bias(float (&b)[DECODE_OUTS], const
 template <typename T, int ROWS, decode_epilogue EPI>
 __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_linear_args a)
 {
-    constexpr int VEC = 16 / sizeof(T), ROUND = 32 * VEC * DECODE_LOADS; /* the K one round of loads covers */
+    constexpr int VEC = Vec16<T>::N, ROUND = 32 * VEC * DECODE_LOADS; /* the K one round of loads covers */
     extern __shared__ __align__(16) unsigned char smem[];
     T *rows = reinterpret_cast<T *>(smem);                     /* [ROWS][K] the input rows (LayerNorm'd) */
     float *gain = reinterpret_cast<float *>(rows + ROWS * a.K); /* [K] with LayerNorm, then shift [K] */
@@ -431,7 +391,7 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_
     if (a.ln_w)
 #pragma unroll 4 /* K 768: 6 values of each per thread, their loads in flight together */
         for (int k = threadIdx.x; k < K; k += blockDim.x) gain[k] = __ldg(a.ln_w + k), shift[k] = __ldg(a.ln_b + k);
-    dependent_launch_sync();
+    wb_dependent_launch_sync();
     float resid = 0.0f; /* DECODE_RESIDUAL: y[lane_m][n + lane_o] before the add, requested with the rows */
     if (EPI == DECODE_RESIDUAL && epilogue_lane && n + lane_o < N)
         resid = load((const T *)a.y, (long long)lane_m * N + n + lane_o);
@@ -447,11 +407,11 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32) decode_linear_fused(decode_
                 if (k < K) {
                     float w[DECODE_OUTS][VEC];
 #pragma unroll
-                    for (int o = 0; o < DECODE_OUTS; ++o) widen(w16[o][u], w[o]);
+                    for (int o = 0; o < DECODE_OUTS; ++o) unpack16(w16[o][u], w[o], T());
 #pragma unroll
                     for (int m = 0; m < ROWS; ++m) {
                         float x[VEC];
-                        widen(*reinterpret_cast<const uint4 *>(rows + m * K + k), x);
+                        unpack16(*reinterpret_cast<const uint4 *>(rows + m * K + k), x, T());
 #pragma unroll
                         for (int o = 0; o < DECODE_OUTS; ++o)
 #pragma unroll
@@ -512,17 +472,11 @@ static size_t decode_smem_bytes(int rows, int K, size_t elem, int ln)
     return (size_t)rows * K * elem + (ln ? 2 * (size_t)K * sizeof(float) : 0);
 }
 
-/** @brief The most dynamic shared memory a block may ask for: the GPU's limit (asked once), or the cap. */
+/** @brief The most dynamic shared memory a block may ask for: the GPU's limit, or the cap, less the static arrays. */
 static size_t decode_max_smem()
 {
-    static int max_smem = 0;
-    if (!max_smem) {
-        int dev;
-        WB_CUDA_CHECK(cudaGetDevice(&dev));
-        WB_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        if (wb_emulating_t4()) max_smem = 64 * 1024; /* the T4's limit, for the T4's path (device.h) */
-    }
-    size_t limit = decode_smem_cap && decode_smem_cap < (size_t)max_smem ? decode_smem_cap : (size_t)max_smem;
+    size_t gpu = wb_current_smem_per_block();
+    size_t limit = decode_smem_cap && decode_smem_cap < gpu ? decode_smem_cap : gpu;
     return limit - DECODE_STATIC_SMEM_BYTES;
 }
 
@@ -551,17 +505,10 @@ static void launch_decode_rows(const decode_linear_args *a)
     wb_current_gpu(NULL, &sms);
     const int per_block = DECODE_WARPS * DECODE_OUTS;
     long long wanted = (a->N + per_block - 1) / per_block, wave = (long long)per_sm * sms;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(wanted < wave ? wanted : wave));
-    cfg.blockDim = dim3(DECODE_WARPS * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = cudaStreamPerThread;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = a->dependent_launch ? 1 : 0;
-    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_linear_fused<T, ROWS, EPI>, *a));
+    wb_launch_config launch;
+    cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3((unsigned)(wanted < wave ? wanted : wave)),
+                                                    dim3(DECODE_WARPS * 32), smem, a->dependent_launch);
+    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, decode_linear_fused<T, ROWS, EPI>, *a));
     WB_CHECK_LAUNCH("decode_linear_fused");
 }
 

@@ -137,6 +137,28 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
 /** Stage 10's variants: v1 small-M fp32, v2 small-M fp16, v3 fused fp32, v4 fused fp16 (odd: fp16; >= 2: fused). */
 static const char *const ids[] = {"v1", "v2", "v3", "v4"};
 
+/**
+ * One case of the check, twice (a second run must work too), with the fused
+ * kernel's shared memory capped at smem_cap bytes (0: the GPU's own limit).
+ * Returns 1 when it fails; a refusal is a failure: these shapes are in the contract.
+ */
+static int check_case(int v, int M, int N, int K, int ln, size_t smem_cap, uint64_t seed)
+{
+    wb_dtype dtype = v % 2 ? WB_F16 : WB_F32;
+    linear_alone p;
+    problem_init(&p, dtype, M, N, K, v >= 2, ln, seed);
+    char what[96];
+    snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s%s", wb_dtype_name(dtype), M, K, N,
+             ln ? ", LayerNorm first" : "", smem_cap ? ", 64 KB a block" : "");
+    printf("  %-58s", what);
+    gpt2_decode_linear_smem_cap(smem_cap);
+    int ok = wb_check_variant(ids[v], run_and_check, &p, 2);
+    gpt2_decode_linear_smem_cap(0);
+    printf("\n");
+    problem_free(&p);
+    return ok != 1;
+}
+
 int check_linears_alone(int variant, int *checks)
 {
     /* odd N; K a multiple of 8 but not of a round of v3's loads (1024 fp32, 2048 fp16 values), nor of 256 */
@@ -145,33 +167,12 @@ int check_linears_alone(int variant, int *checks)
     int failed = 0;
     for (int v = 0; v < 4; ++v) {
         if (variant >= 0 && variant != v) continue;
-        wb_dtype dtype = v % 2 ? WB_F16 : WB_F32;
-        int fused = v >= 2;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
             for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r)
-                for (int ln = 0; ln <= fused; ++ln) {
-                    linear_alone p;
-                    problem_init(&p, dtype, rows[r], shapes[s][1], shapes[s][0], fused, ln, 1000 + 10 * s + r);
-                    char what[96];
-                    snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s", wb_dtype_name(dtype), p.M,
-                             p.K, p.N, ln ? ", LayerNorm first" : "");
-                    printf("  %-58s", what);
-                    int ok = wb_check_variant(ids[v], run_and_check, &p, 2); /* 2 runs: a second must work too */
-                    printf("\n");
-                    failed += ok != 1, ++*checks; /* a refusal is a failure: these shapes are in the contract */
-                    problem_free(&p);
-                }
-        if (fused && dtype == WB_F32) { /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block */
-            linear_alone p;
-            problem_init(&p, dtype, 8, 771, 3080, 1, 1, 1100);
-            gpt2_decode_linear_smem_cap(64 * 1024);
-            printf("  %-58s", "linear alone, fp32, M 8, K 3080, N 771, 64 KB a block");
-            int ok = wb_check_variant(ids[v], run_and_check, &p, 2);
-            gpt2_decode_linear_smem_cap(0);
-            printf("\n");
-            failed += ok != 1, ++*checks;
-            problem_free(&p);
-        }
+                for (int ln = 0; ln <= (v >= 2); ++ln, ++*checks)
+                    failed += check_case(v, rows[r], shapes[s][1], shapes[s][0], ln, 0, 1000 + 10 * s + r);
+        if (v == 2) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block, so they go in groups */
+            failed += check_case(v, 8, 771, 3080, 1, 64 * 1024, 1100), ++*checks;
     }
     return failed;
 }
