@@ -700,4 +700,271 @@ static const char *launch_hgemm_wgmma_persistent(const __half *A, const __half *
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------
+ * v12 — v11 with its epilogue finished in registers and written by TMA; v13 —
+ * v12 with the last, partial wave of tiles split along K.
+ * ------------------------------------------------------------------------- */
+
+/** @brief TMA store: the box at (column c0, row c1) of `map` from shared memory, tracked as a bulk group. */
+[[maybe_unused]] static __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void *src, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"((uint64_t)map),
+                 "r"(c0), "r"(c1), "r"(smem_addr(src))
+                 : "memory");
+}
+
+/** @brief Make this thread's shared-memory writes visible to TMA (the async proxy) before it reads them. */
+[[maybe_unused]] static __device__ __forceinline__ void fence_shared_for_tma()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/** @brief v12's shape: v11's 128×256 tile and 3 stages. */
+using StoreTile = HopperTile<256, 3>;
+/** @brief The output tile as TMA stores it: 4 boxes of 128 rows × 64 halves (128 bytes, the swizzle's span). */
+constexpr int STORE_BOX_COLS = 64;
+/** @brief Bytes of one output box (16 KB). */
+constexpr int STORE_BOX_BYTES = StoreTile::BM * STORE_BOX_COLS * 2;
+/** @brief v12's dynamic shared memory: 3 stages (144 KB), the fp16 output tile (64 KB), 1024 to align. */
+constexpr int tma_store_smem_bytes()
+{
+    return StoreTile::STAGES * StoreTile::STAGE_BYTES + StoreTile::BN / STORE_BOX_COLS * STORE_BOX_BYTES + 1024;
+}
+
+/** @brief Most parts v13 cuts a tile of the last wave into. */
+constexpr int TAIL_SPLIT_MAX = 4;
+
+/**
+ * @brief The work of v12/v13 as units: `full_tiles` whole tiles, then each of the
+ *        remaining tiles as `parts` pieces of K (parts = 1: v12, every tile whole).
+ */
+struct TileUnits {
+    int tiles_n;    /**< tiles along N */
+    int tiles;      /**< tiles in all */
+    int full_tiles; /**< tiles done whole */
+    int parts;      /**< pieces per remaining tile */
+    int k_tiles;    /**< 64-wide steps of K of a whole tile */
+    /** @brief Units in all. */
+    __host__ __device__ int count() const { return full_tiles + (tiles - full_tiles) * parts; }
+    /** @brief Unit u: its tile, which part it is (0 for a whole tile) and its k-tiles [k_begin, k_end). */
+    __device__ void unit(int u, int *tile, int *part, int *k_begin, int *k_end) const
+    {
+        if (u < full_tiles) {
+            *tile = u, *part = 0, *k_begin = 0, *k_end = k_tiles;
+            return;
+        }
+        int v = u - full_tiles;
+        *tile = full_tiles + v / parts, *part = v % parts;
+        *k_begin = *part * k_tiles / parts, *k_end = (*part + 1) * k_tiles / parts;
+    }
+};
+
+/**
+ * @brief v12 (parts = 1) and v13 — v11 with a cheaper epilogue, and optionally
+ *        the last wave's tiles split along K (sm_90a).
+ *
+ * **The epilogue (v12).** v11 stages the fp32 tile through shared memory (128 KB
+ * written and read per tile, in two passes with four barriers), finishes it, then
+ * stores it with ordinary instructions; the consumers run all of that while the
+ * tensor cores wait. Here each consumer finishes its 128 accumulators where they
+ * are (bias and GELU per column, in registers), rounds them to fp16 and writes
+ * them once into a 64 KB tile laid out as TMA reads it: four 128×64 boxes in the
+ * 128-byte swizzle (the 16-byte chunk j of row r at chunk j XOR r % 8, so a warp's
+ * 8 rows hit all 32 banks). One thread then hands the four boxes to TMA
+ * (`cp.async.bulk.tensor` store, which clips rows and columns past the matrix) and
+ * the consumers go straight to the next tile's mainloop: the stores drain while
+ * they multiply. Before the buffer is written again, that thread waits for TMA to
+ * have *read* it (`cp.async.bulk.wait_group.read 0`).
+ *
+ * **The last wave (v13).** With `tiles` on `SMs` blocks, the last wave holds
+ * tiles mod SMs tiles, and the other SMs idle while they run (8192×768 at 128×256:
+ * 192 tiles, 132 + 60). v13 cuts each of the last wave's tiles into `parts` pieces
+ * of K, one block each, so that wave takes 1/parts of the time. Each piece writes
+ * its fp32 partial tile to a workspace (in the accumulators' own order: coalesced,
+ * no shuffling), then counts itself done on the tile's counter; the last piece to
+ * finish adds the others' partials to its accumulators and runs the epilogue,
+ * and resets the counter for the next launch — stage 09's "last block merges".
+ */
+template <typename Epilogue>
+__global__ void __launch_bounds__(StoreTile::THREADS, 1)
+    hgemm_wgmma_tma_store(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                          const __grid_constant__ CUtensorMap map_c, TileUnits work, float *partials, int *counters,
+                          int M, int N, Epilogue epi)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using T = StoreTile;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *out = smem + T::STAGES * T::STAGE_BYTES; /* the fp16 output tile, 1024-aligned */
+    __shared__ __align__(8) uint64_t full[T::STAGES], empty[T::STAGES];
+    __shared__ int last_part; /* the counter's verdict, for the whole block */
+    int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128, units = work.count();
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < T::STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], T::CONSUMERS * 128);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) { /* the producer: v11's, over each unit's k-tiles */
+        warpgroup_release_registers<40>();
+        if (t == 0) {
+            int it = 0;
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                int tile, part, k_begin, k_end;
+                work.unit(u, &tile, &part, &k_begin, &k_end);
+                int tile_row = tile / work.tiles_n * T::BM, tile_col = tile % work.tiles_n * T::BN;
+                for (int kt = k_begin; kt < k_end; ++kt, ++it) {
+                    int s = it % T::STAGES;
+                    mbar_wait_or_trap(&empty[s], ((it / T::STAGES) & 1) ^ 1);
+                    produce_stage<T>(smem + s * T::STAGE_BYTES, &map_a, &map_b, tile_row, tile_col, kt * T::BK,
+                                     &full[s]);
+                }
+            }
+        }
+        return;
+    }
+
+    warpgroup_claim_registers<232>();
+    int half = warpgroup - 1, warp = t / 32, lane = t % 32, it = 0, ct = threadIdx.x - 128;
+    int row = half * 64 + warp * 16 + lane / 4; /* accumulator rows row and row + 8 of the tile */
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        int tile, part, k_begin, k_end;
+        work.unit(u, &tile, &part, &k_begin, &k_end);
+        int tile_row = tile / work.tiles_n * T::BM, tile_col = tile % work.tiles_n * T::BN;
+        float acc[T::ACC];
+#pragma unroll
+        for (int i = 0; i < T::ACC; ++i) acc[i] = 0.0f;
+        for (int kt = k_begin; kt < k_end; ++kt, ++it) {
+            int s = it % T::STAGES;
+            mbar_wait_or_trap(&full[s], (it / T::STAGES) & 1);
+            consume_stage<T>(acc, smem + s * T::STAGE_BYTES, half);
+            wgmma_wait<1>();
+            if (kt > k_begin) mbar_arrive(&empty[(it - 1) % T::STAGES]);
+        }
+        wgmma_wait<0>();
+        if (k_end > k_begin) mbar_arrive(&empty[(it - 1) % T::STAGES]);
+
+        if (tile >= work.full_tiles && work.parts > 1) { /* v13: a piece of a last-wave tile */
+            int slot = tile - work.full_tiles;
+            float *mine = partials + ((long long)slot * work.parts + part) * T::ACC * 256;
+#pragma unroll
+            for (int i = 0; i < T::ACC; ++i) __stcg(mine + i * 256 + ct, acc[i]); /* to L2: another SM reads it */
+            __threadfence();
+            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
+            if (ct == 0) {
+                last_part = atomicAdd(&counters[slot], 1) == work.parts - 1;
+                if (last_part) counters[slot] = 0; /* ready for the next launch */
+            }
+            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
+            if (!last_part) continue;
+            __threadfence(); /* the others' partials, written before their counts, are read after ours */
+            for (int p = 0; p < work.parts; ++p) {
+                if (p == part) continue;
+                const float *theirs = partials + ((long long)slot * work.parts + p) * T::ACC * 256;
+#pragma unroll
+                for (int i = 0; i < T::ACC; ++i) acc[i] += __ldcg(theirs + i * 256 + ct);
+            }
+        }
+
+        /* the epilogue: TMA must have read the last tile out of the buffer before it is overwritten */
+        if (ct == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+        asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
+#pragma unroll
+        for (int j = 0; j < T::BN / 8; ++j) { /* columns 8j + 2·(lane % 4) + {0, 1} of rows row and row + 8 */
+            int c = j * 8 + (lane % 4) * 2, gc = tile_col + c;
+            float v0 = acc[4 * j], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2], v3 = acc[4 * j + 3];
+            if (tile_col + j * 8 < N) { /* N is a multiple of 8: these 8 columns are all in, or all out */
+                v0 = epi(v0, gc), v1 = epi(v1, gc + 1), v2 = epi(v2, gc), v3 = epi(v3, gc + 1);
+            }
+            unsigned char *box = out + (j / 8) * STORE_BOX_BYTES; /* 8 chunks of 8 columns per box */
+            int chunk = j % 8, byte = (lane % 4) * 4;
+            *reinterpret_cast<__half2 *>(box + row * 128 + ((chunk ^ (row % 8)) * 16) + byte) = __floats2half2_rn(v0, v1);
+            *reinterpret_cast<__half2 *>(box + (row + 8) * 128 + ((chunk ^ ((row + 8) % 8)) * 16) + byte) =
+                __floats2half2_rn(v2, v3);
+        }
+        fence_shared_for_tma();
+        asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
+        if (ct == 0) {
+#pragma unroll
+            for (int b = 0; b < T::BN / STORE_BOX_COLS; ++b)
+                if (tile_col + b * STORE_BOX_COLS < N) tma_store_2d(&map_c, out + b * STORE_BOX_BYTES, tile_col + b * STORE_BOX_COLS, tile_row);
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        }
+    }
+    if (ct == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); /* the last stores, before the block ends */
+#endif
+}
+
+/** @brief v13's workspace: fp32 partial tiles and a counter per split tile, grown as shapes need. */
+static float *tail_partials = NULL;
+static int *tail_counters = NULL;
+static size_t tail_partials_bytes = 0;
+static int tail_counters_count = 0;
+
+/** @brief Free v13's workspace (the program's release step calls it once at the end). */
+[[maybe_unused]] static void hopper_tail_release(void)
+{
+    if (tail_partials) WB_CUDA_CHECK(cudaFree(tail_partials));
+    if (tail_counters) WB_CUDA_CHECK(cudaFree(tail_counters));
+    tail_partials = NULL, tail_counters = NULL, tail_partials_bytes = 0, tail_counters_count = 0;
+}
+
+/**
+ * @brief Launch v12 (split_tail false) or v13 with an epilogue: v10's contract,
+ *        128×256 tiles, min(units, SMs) blocks.
+ *
+ * v13 splits the last wave when it is at most half full: with r tiles left over
+ * after the whole waves, each is cut into min(4, SMs / r, k-tiles) parts.
+ * @return NULL, or why it cannot take the shape or the GPU
+ */
+template <typename Epilogue>
+static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B, __half *C, int M, int N, int K,
+                                                Epilogue epi, bool split_tail)
+{
+    using T = StoreTile;
+    long long tiles = (long long)((M + T::BM - 1) / T::BM) * ((N + T::BN - 1) / T::BN);
+    if (tiles * TAIL_SPLIT_MAX > 0x7fffffff) return "needs fewer than 2^29 tiles";
+    CUtensorMap map_a, map_b, map_c;
+    int bn, sms;
+    if (const char *why = hopper_gemm_setup(A, B, C, M, N, K, &map_a, &map_b, &bn, &sms)) return why;
+    if (const char *why = make_tensor_map(&map_c, C, M, N, T::BM, STORE_BOX_COLS)) return why;
+    static bool configured = false; /* one per epilogue type (a graph capture never configures) */
+    if (!configured) {
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma_store<Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           tma_store_smem_bytes()));
+        configured = true;
+    }
+    TileUnits work = {(N + T::BN - 1) / T::BN, (int)tiles, (int)tiles, 1, (K + T::BK - 1) / T::BK};
+    long long left = tiles % sms;
+    if (split_tail && left > 0 && 2 * left <= sms) {
+        int parts = (int)(sms / left);
+        parts = parts < TAIL_SPLIT_MAX ? parts : TAIL_SPLIT_MAX;
+        parts = parts < work.k_tiles ? parts : work.k_tiles;
+        if (parts > 1) {
+            work.full_tiles = (int)(tiles - left), work.parts = parts;
+            size_t bytes = (size_t)left * parts * T::ACC * 256 * sizeof(float);
+            if (bytes > tail_partials_bytes) { /* grown before the timed runs (the first call of a shape) */
+                if (tail_partials) WB_CUDA_CHECK(cudaFree(tail_partials));
+                WB_CUDA_CHECK(cudaMalloc(&tail_partials, bytes));
+                tail_partials_bytes = bytes;
+            }
+            if (left > tail_counters_count) { /* zero once: the last part of each tile resets its counter */
+                if (tail_counters) WB_CUDA_CHECK(cudaFree(tail_counters));
+                WB_CUDA_CHECK(cudaMalloc(&tail_counters, sizeof(int) * (size_t)left));
+                WB_CUDA_CHECK(cudaMemset(tail_counters, 0, sizeof(int) * (size_t)left));
+                tail_counters_count = (int)left;
+            }
+        }
+    }
+    int units = work.count(), blocks = units < sms ? units : sms;
+    hgemm_wgmma_tma_store<<<blocks, T::THREADS, tma_store_smem_bytes()>>>(map_a, map_b, map_c, work, tail_partials,
+                                                                          tail_counters, M, N, epi);
+    WB_CHECK_LAUNCH("hgemm_wgmma_tma_store");
+    return NULL;
+}
+
 #endif /* STAGE03_GEMM_HOPPER_CUH */

@@ -45,9 +45,13 @@ struct GemmIdentity {
  */
 template <bool VEC, typename Epilogue>
 __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float *A, const float *B, float *C, int M,
-                                                                    int N, int K, Epilogue epi)
+                                                                    int N, int K, int k_chunk, Epilogue epi)
 {
     constexpr int BM = 128, BN = 128, BK = 8;
+    /* split-K (stage 04's v8): block z sums only K's chunk z and writes its own M×N slice of C; one chunk, the
+     * whole K, is plain v7 */
+    int k_begin = blockIdx.z * k_chunk, k_end = min(K, k_begin + k_chunk);
+    C += (long long)blockIdx.z * M * N;
     __shared__ __align__(16) float As[2][BK * BM]; /* transposed: As[buf][k·BM + m] */
     __shared__ __align__(16) float Bs[2][BK * BN];
     int t = threadIdx.x, warp = t / 32, lane = t % 32;
@@ -59,17 +63,17 @@ __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float 
 
     auto load_tiles = [&](int k0) { /* global → registers, zero-filled past the edges */
         int ar = tile_row + a_row, ac = k0 + a_col, br = k0 + b_row, bc = tile_col + b_col;
-        if (VEC && ar < M && ac + 3 < K) {
+        if (VEC && ar < M && ac + 3 < k_end) {
             float4 v = *reinterpret_cast<const float4 *>(A + (long long)ar * K + ac);
             a4[0] = v.x, a4[1] = v.y, a4[2] = v.z, a4[3] = v.w;
         } else {
-            for (int i = 0; i < 4; ++i) a4[i] = ar < M && ac + i < K ? A[(long long)ar * K + ac + i] : 0.0f;
+            for (int i = 0; i < 4; ++i) a4[i] = ar < M && ac + i < k_end ? A[(long long)ar * K + ac + i] : 0.0f;
         }
-        if (VEC && br < K && bc + 3 < N) {
+        if (VEC && br < k_end && bc + 3 < N) {
             float4 v = *reinterpret_cast<const float4 *>(B + (long long)br * N + bc);
             b4[0] = v.x, b4[1] = v.y, b4[2] = v.z, b4[3] = v.w;
         } else {
-            for (int i = 0; i < 4; ++i) b4[i] = br < K && bc + i < N ? B[(long long)br * N + bc + i] : 0.0f;
+            for (int i = 0; i < 4; ++i) b4[i] = br < k_end && bc + i < N ? B[(long long)br * N + bc + i] : 0.0f;
         }
     };
     auto store_tiles = [&](int buf) { /* registers → shared memory */
@@ -78,12 +82,12 @@ __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float 
         *reinterpret_cast<float4 *>(&Bs[buf][b_row * BN + b_col]) = make_float4(b4[0], b4[1], b4[2], b4[3]);
     };
 
-    load_tiles(0);
+    load_tiles(k_begin);
     store_tiles(0);
     __syncthreads();
     int buf = 0;
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        bool more = k0 + BK < K;
+    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+        bool more = k0 + BK < k_end;
         if (more) load_tiles(k0 + BK); /* in flight during the FMAs below */
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -134,19 +138,25 @@ __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float 
 
 /**
  * @brief Launch v7 with an epilogue (fp32 A, B, C; any M, N, K).
+ * @param splits 1: C = epi(A·B). More (stage 04's split-K): K is cut into `splits`
+ *        chunks, a multiple of 8 each, and chunk z's product A·B goes to the M×N slice
+ *        z of C (C holds splits·M·N floats); epi is applied to each partial.
  * @return NULL, or why it cannot take the shape
  */
 template <typename Epilogue>
-static const char *launch_sgemm_warptile(const float *A, const float *B, float *C, int M, int N, int K, Epilogue epi)
+static const char *launch_sgemm_warptile(const float *A, const float *B, float *C, int M, int N, int K, Epilogue epi,
+                                         int splits = 1)
 {
     if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
     if ((M + 127) / 128 > 65535) return "needs M <= 65535 * 128 (grid y limit)";
+    if (splits < 1 || splits > 64) return "needs 1 to 64 splits of K";
+    int k_chunk = splits == 1 ? K : ((K + splits - 1) / splits + 7) / 8 * 8; /* chunks start on a float4 */
     bool vec = K % 4 == 0 && N % 4 == 0 && ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) == 0);
-    dim3 grid((N + 127) / 128, (M + 127) / 128);
+    dim3 grid((N + 127) / 128, (M + 127) / 128, splits);
     if (vec)
-        sgemm_warptile_double_buffer<true><<<grid, 256>>>(A, B, C, M, N, K, epi);
+        sgemm_warptile_double_buffer<true><<<grid, 256>>>(A, B, C, M, N, K, k_chunk, epi);
     else
-        sgemm_warptile_double_buffer<false><<<grid, 256>>>(A, B, C, M, N, K, epi);
+        sgemm_warptile_double_buffer<false><<<grid, 256>>>(A, B, C, M, N, K, k_chunk, epi);
     WB_CHECK_LAUNCH("sgemm_warptile_double_buffer");
     return NULL;
 }

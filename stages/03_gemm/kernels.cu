@@ -497,6 +497,7 @@ extern "C" void gemm_release(void)
 {
     if (handle) WB_CUBLAS_CHECK(cublasDestroy(handle));
     handle = NULL;
+    gemm_sm90_release();
 }
 
 static const char *gemm_cublas_sgemm(const void *A, const void *B, void *C, int M, int N, int K)
@@ -532,6 +533,8 @@ extern "C" const gemm_variant gemm_variants[] = {
     {"v9", "mma.sync m16n8k16 + ldmatrix + cp.async x3", WB_F16, 0, 80, gemm_v9},
     {"v10", "Hopper: TMA + wgmma, warp-specialized (sm_90a)", WB_F16, 0, 90, gemm_v10_wgmma},
     {"v11", "v10 persistent: a block per SM, loads run ahead (sm_90a)", WB_F16, 0, 90, gemm_v11_wgmma_persistent},
+    {"v12", "v11 + epilogue in registers, tile stored by TMA (sm_90a)", WB_F16, 0, 90, gemm_v12_wgmma_tma_store},
+    {"v13", "v12 + the last wave's tiles split along K (sm_90a)", WB_F16, 0, 90, gemm_v13_wgmma_split_tail},
     {"cublas-h", "cuBLAS HGEMM, fp32 compute (peer)", WB_F16, 1, 75, gemm_cublas_hgemm},
 };
 extern "C" const int gemm_variant_count = sizeof gemm_variants / sizeof gemm_variants[0];

@@ -55,6 +55,24 @@ const char *gemm_v10_wgmma(const void *A, const void *B, void *C, int M, int N, 
  */
 const char *gemm_v11_wgmma_persistent(const void *A, const void *B, void *C, int M, int N, int K);
 
+/**
+ * @brief v12, v11 with the epilogue finished in registers and stored by TMA
+ *        (gemm_hopper.cuh): the consumers write the fp16 tile once into shared memory
+ *        and go on with the next tile while the copy engine stores it. Same contract
+ *        and library as v10.
+ */
+const char *gemm_v12_wgmma_tma_store(const void *A, const void *B, void *C, int M, int N, int K);
+
+/**
+ * @brief v13, v12 with the last wave's tiles split along K when that wave is at most
+ *        half full: each piece on its own SM, the last to finish adds the others'
+ *        partials and runs the epilogue. Same contract and library as v10.
+ */
+const char *gemm_v13_wgmma_split_tail(const void *A, const void *B, void *C, int M, int N, int K);
+
+/** @brief Free the Hopper library's workspace (v13's partial tiles); gemm_release calls it. */
+void gemm_sm90_release(void);
+
 /** @brief Release the cuBLAS handle the peers created (call once at the end). */
 void gemm_release(void);
 

@@ -27,7 +27,7 @@
 /** @brief Rows of C the reference computes for a large product. */
 #define SAMPLED_ROWS 64
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "v10", "v11", "cublas-h", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "v10", "v11", "v12", "v13", "cublas-h", NULL};
 
 /** One problem: A, B and C on host and device, in one precision. */
 typedef struct {

@@ -15,6 +15,7 @@
 
 #include "cublas_check.h"
 #include "cuda_check.h"
+#include "device.h"  /* wb_current_gpu */
 #include "dtype_device.cuh" /* load, store, dispatch */
 #include "bias_gelu.cuh"   /* the epilogue: BiasGelu, activate */
 #include "gemm_tiles.cuh"   /* stage 03: launch_sgemm_warptile (v7), launch_hgemm_mma (v9), GemmIdentity */
@@ -145,6 +146,90 @@ static const char *linear_v4(const linear_args *a)
     if (a->gelu == GELU_NONE)
         return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
     return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
+}
+
+/* ---------------------------------------------------------------------------
+ * v8 — split-K, for shapes with too few output tiles to fill the GPU evenly.
+ * ------------------------------------------------------------------------- */
+
+/**
+ * @brief Split-K's second pass: y = GELU(Σ_z partial_z + bias), one read of each of
+ *        the `splits` partial products (slices of `total` floats) and one write of Y.
+ */
+__global__ void splitk_sum_bias_gelu(const float *partials, int splits, float *y, const float *bias, long long total,
+                                     int N, int kind)
+{
+    long long stride = (long long)gridDim.x * blockDim.x, i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int col = (int)(i % N), col_step = (int)(stride % N);
+    for (; i < total; i += stride) {
+        float v = bias ? bias[col] : 0.0f;
+        for (int z = 0; z < splits; ++z) v += partials[z * total + i];
+        y[i] = activate(kind, v);
+        col += col_step;
+        if (col >= N) col -= N;
+    }
+}
+
+/** @brief Shortest chunk of K worth a split: below it, a block's prologue and its partial's write dominate. */
+#define SPLIT_K_MIN_CHUNK 512
+
+/**
+ * @brief How many chunks to cut K into for v7's 128×128 tiles on this GPU.
+ *
+ * The blocks run in waves of `slots` = SMs × blocks per SM; a grid of n tiles takes
+ * ⌈n / slots⌉ waves, each as long as one tile's K loop. With S chunks the grid has
+ * n·S blocks whose loops are S times shorter: time ∝ ⌈n·S / slots⌉ / S. At
+ * 8192×768 on the H100 n = 384 and slots = 264, so S = 1 runs 2 waves with the
+ * second 45% full, and S = 2 runs 3 waves of half-length tiles: 1.5 instead of 2.
+ * A split must gain at least 10% to pay for its second pass.
+ */
+static int split_k_for(int M, int N, int K)
+{
+    static int slots = 0;
+    if (!slots) {
+        int sms = 0, per_sm = 0;
+        wb_current_gpu(NULL, &sms);
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, sgemm_warptile_double_buffer<true, GemmIdentity>, 256, 0));
+        slots = sms * (per_sm > 0 ? per_sm : 1);
+    }
+    long long tiles = (long long)((M + 127) / 128) * ((N + 127) / 128);
+    double best_time = (double)((tiles + slots - 1) / slots);
+    int best = 1;
+    for (int S = 2; S <= 8 && K / S >= SPLIT_K_MIN_CHUNK; ++S) {
+        double time = (double)((tiles * S + slots - 1) / slots) / S;
+        if (time < 0.9 * best_time) best_time = time, best = S;
+    }
+    return best;
+}
+
+static float *split_partials = NULL;
+static size_t split_partials_bytes = 0;
+
+/**
+ * @brief v8 — v3 with split-K where the output has too few tiles for the GPU: the
+ *        GEMM writes S partial products of K/S each, and one pass sums them and
+ *        applies bias and GELU (S+1 passes of M·N instead of 1, but all SMs busy).
+ *        Where no split pays (split_k_for returns 1), v8 is v3.
+ */
+static const char *linear_v8(const linear_args *a)
+{
+    int splits = split_k_for(a->M, a->N, a->K);
+    if (splits == 1) return linear_v3(a);
+    size_t bytes = sizeof(float) * (size_t)splits * a->M * a->N;
+    if (bytes > split_partials_bytes) { /* grown once per shape, before the timed runs */
+        if (split_partials) WB_CUDA_CHECK(cudaFree(split_partials));
+        WB_CUDA_CHECK(cudaMalloc(&split_partials, bytes));
+        split_partials_bytes = bytes;
+    }
+    const char *why = launch_sgemm_warptile((const float *)a->X, (const float *)a->W, split_partials, a->M, a->N, a->K,
+                                            GemmIdentity(), splits);
+    if (why) return why;
+    long long total = (long long)a->M * a->N;
+    splitk_sum_bias_gelu<<<elementwise_blocks(total), ELEMENTWISE_THREADS>>>(split_partials, splits, (float *)a->Y,
+                                                                             a->bias, total, a->N, a->gelu);
+    WB_CHECK_LAUNCH("splitk_sum_bias_gelu");
+    return NULL;
 }
 
 /* ---------------------------------------------------------------------------
@@ -307,6 +392,9 @@ extern "C" void linear_release(void)
     if (lt_workspace) WB_CUDA_CHECK(cudaFree(lt_workspace));
     if (bias16) WB_CUDA_CHECK(cudaFree(bias16));
     bias16 = NULL;
+    if (split_partials) WB_CUDA_CHECK(cudaFree(split_partials));
+    split_partials = NULL, split_partials_bytes = 0;
+    linear_sm90_release();
     if (lt) WB_CUBLAS_CHECK(cublasLtDestroy(lt));
     if (blas) WB_CUBLAS_CHECK(cublasDestroy(blas));
     lt_workspace = NULL, lt = NULL, blas = NULL;
@@ -316,11 +404,14 @@ extern "C" const linear_variant linear_variants[] = {
     {"v1", "unfused: GEMM, bias kernel, GELU kernel", WB_F32, 0, 75, 5, linear_v1},
     {"v2", "GEMM, then one bias+GELU kernel", WB_F32, 0, 75, 3, linear_v2},
     {"v3", "bias+GELU in the GEMM epilogue (stage 03 v7)", WB_F32, 0, 75, 1, linear_v3},
+    {"v8", "v3 + split-K when the tiles fill under 2 waves", WB_F32, 0, 75, 3, linear_v8},
     {"cublas", "cuBLAS SGEMM + our bias+GELU kernel (peer)", WB_F32, 1, 75, 3, peer_cublas_f32},
     {"cublaslt", "cuBLASLt, GELU_BIAS epilogue (peer)", WB_F32, 1, 75, 1, peer_cublaslt_f32},
     {"v4", "bias+GELU in the tensor-core epilogue (v9)", WB_F16, 0, 80, 1, linear_v4},
     {"v5", "bias+GELU in the Hopper GEMM's epilogue (v10)", WB_F16, 0, 90, 1, linear_v5_wgmma},
     {"v6", "v5 on the persistent Hopper GEMM (v11)", WB_F16, 0, 90, 1, linear_v6_wgmma_persistent},
+    {"v7", "v6 + epilogue in registers, tile stored by TMA (v12)", WB_F16, 0, 90, 1, linear_v7_wgmma_tma_store},
+    {"v9", "v7 + the last wave's tiles split along K (v13)", WB_F16, 0, 90, 1, linear_v9_wgmma_split_tail},
     {"cublas-h", "cuBLAS HGEMM + our bias+GELU kernel (peer)", WB_F16, 1, 75, 3, peer_cublas_f16},
     {"cublaslt-h", "cuBLASLt fp16, GELU_BIAS epilogue (peer)", WB_F16, 1, 75, 1, peer_cublaslt_f16},
 };

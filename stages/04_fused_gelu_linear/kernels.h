@@ -69,6 +69,23 @@ const char *linear_v5_wgmma(const linear_args *a);
 const char *linear_v6_wgmma_persistent(const linear_args *a);
 
 /**
+ * @brief v7: v5 on stage 03's v12: bias and GELU applied to the accumulators in
+ *        registers, the fp16 tile written once to shared memory and stored by TMA
+ *        while the next tile's wgmma run. fp16, sm_90a only, in the same library as v5.
+ */
+const char *linear_v7_wgmma_tma_store(const linear_args *a);
+
+/**
+ * @brief v9: v7 on stage 03's v13, which cuts the tiles of a last wave that is at
+ *        most half full into pieces of K, so that wave keeps every SM busy.
+ *        fp16, sm_90a only, in the same library as v5.
+ */
+const char *linear_v9_wgmma_split_tail(const linear_args *a);
+
+/** @brief Free the Hopper library's workspace (v9's partial tiles); linear_release calls it. */
+void linear_sm90_release(void);
+
+/**
  * @brief One round trip of the fp32 intermediate through memory: the bias kernel
  *        alone (one read and one write of Y; needs a bias). v1 makes two of them.
  */

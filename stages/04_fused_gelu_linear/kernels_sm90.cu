@@ -1,16 +1,17 @@
 /**
  * @file stages/04_fused_gelu_linear/kernels_sm90.cu
- * @brief Stage 04's v5 and v6: bias and GELU in the epilogue of stage 03's v10, the
- *        Hopper GEMM (TMA + wgmma), and of v11, the same made persistent. Built for
- *        sm_90a only, in a library of its own.
+ * @brief Stage 04's v5, v6 and v7: bias and GELU in the epilogue of stage 03's v10, the
+ *        Hopper GEMM (TMA + wgmma), of v11, the same made persistent, of v12, whose
+ *        epilogue runs in registers and stores by TMA, and of v13, which also splits the
+ *        last wave of tiles along K. Built for sm_90a only, in a library of its own.
  */
 #include <cuda_fp16.h>
 
 #include "bias_gelu.cuh"   /* BiasGelu */
-#include "gemm_hopper.cuh" /* stage 03: launch_hgemm_wgmma (v10), launch_hgemm_wgmma_persistent (v11) */
+#include "gemm_hopper.cuh" /* stage 03: launch_hgemm_wgmma (v10), …_persistent (v11), …_tma_store (v12, v13) */
 #include "kernels.h"
 
-/** @brief v5 or v6: launch_hgemm_wgmma or launch_hgemm_wgmma_persistent with the epilogue of a->gelu. */
+/** @brief v5, v6, v7 or v9: one of stage 03's Hopper launchers with the epilogue of a->gelu. */
 template <typename Launch>
 static const char *launch_bias_gelu(const linear_args *a, Launch launch)
 {
@@ -30,3 +31,15 @@ extern "C" const char *linear_v5_wgmma(const linear_args *a)
 {
     return launch_bias_gelu(a, [](auto... args) { return launch_hgemm_wgmma(args...); });
 }
+
+extern "C" const char *linear_v7_wgmma_tma_store(const linear_args *a)
+{
+    return launch_bias_gelu(a, [](auto... args) { return launch_hgemm_wgmma_tma_store(args..., false); });
+}
+
+extern "C" const char *linear_v9_wgmma_split_tail(const linear_args *a)
+{
+    return launch_bias_gelu(a, [](auto... args) { return launch_hgemm_wgmma_tma_store(args..., true); });
+}
+
+extern "C" void linear_sm90_release(void) { hopper_tail_release(); }
