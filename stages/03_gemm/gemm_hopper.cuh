@@ -1,7 +1,9 @@
 /**
  * @file stages/03_gemm/gemm_hopper.cuh
  * @brief Stage 03's v10 — the Hopper GEMM: TMA copies, mbarriers, a producer
- *        warpgroup and two consumer warpgroups issuing `wgmma` (sm_90a only).
+ *        warpgroup and two consumer warpgroups issuing `wgmma` (sm_90a only) — and
+ *        its steps after it: v11 persistent, v12 with a TMA-stored epilogue, v13
+ *        with the last wave split along K.
  *
  * v9 is what an A100 does best: every warp loads its own fragments from shared
  * memory (`ldmatrix`) and issues small 16×8×16 MMAs. On an H100 that leaves the
@@ -549,6 +551,23 @@ constexpr int persistent_smem_bytes()
 }
 
 /**
+ * @brief The persistent producers' inner loop (v11–v13): k-tiles [k_begin, k_end) of
+ *        the tile at (tile_row, tile_col), each into ring stage it % STAGES once the
+ *        consumers have emptied it (phase (it / STAGES) & 1); `it` counts across tiles.
+ */
+template <typename T>
+static __device__ __forceinline__ void produce_tile(unsigned char *smem, const CUtensorMap *map_a,
+                                                    const CUtensorMap *map_b, int tile_row, int tile_col, int k_begin,
+                                                    int k_end, uint64_t *full, uint64_t *empty, int &it)
+{
+    for (int kt = k_begin; kt < k_end; ++kt, ++it) {
+        int s = it % T::STAGES;
+        mbar_wait_or_trap(&empty[s], ((it / T::STAGES) & 1) ^ 1);
+        produce_stage<T>(smem + s * T::STAGE_BYTES, map_a, map_b, tile_row, tile_col, kt * T::BK, &full[s]);
+    }
+}
+
+/**
  * @brief v11 — v10 made persistent (sm_90a): a grid of one block per SM, each
  *        block taking tiles blockIdx.x, blockIdx.x + gridDim.x, …
  *
@@ -597,12 +616,7 @@ __global__ void __launch_bounds__(PersistentTile<BN>::THREADS, 1)
             int it = 0;
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                 int tile_row = tile / tiles_n * T::BM, tile_col = tile % tiles_n * T::BN;
-                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                    int s = it % T::STAGES;
-                    mbar_wait_or_trap(&empty[s], ((it / T::STAGES) & 1) ^ 1);
-                    produce_stage<T>(smem + s * T::STAGE_BYTES, &map_a, &map_b, tile_row, tile_col, kt * T::BK,
-                                     &full[s]);
-                }
+                produce_tile<T>(smem, &map_a, &map_b, tile_row, tile_col, 0, k_tiles, full, empty, it);
             }
         }
         return;
@@ -817,12 +831,7 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
                 int tile, part, k_begin, k_end;
                 work.unit(u, &tile, &part, &k_begin, &k_end);
                 int tile_row = tile / work.tiles_n * T::BM, tile_col = tile % work.tiles_n * T::BN;
-                for (int kt = k_begin; kt < k_end; ++kt, ++it) {
-                    int s = it % T::STAGES;
-                    mbar_wait_or_trap(&empty[s], ((it / T::STAGES) & 1) ^ 1);
-                    produce_stage<T>(smem + s * T::STAGE_BYTES, &map_a, &map_b, tile_row, tile_col, kt * T::BK,
-                                     &full[s]);
-                }
+                produce_tile<T>(smem, &map_a, &map_b, tile_row, tile_col, k_begin, k_end, full, empty, it);
             }
         }
         return;
