@@ -150,6 +150,15 @@ void wb_poison(void *device_ptr, size_t bytes)
     WB_CUDA_CHECK(cudaMemset(device_ptr, 0xFF, bytes));
 }
 
+int wb_device_reserve(void **buf, size_t *capacity_bytes, size_t bytes, const char *what)
+{
+    if (bytes <= *capacity_bytes && *buf) return 0;
+    if (*buf) WB_CUDA_CHECK(cudaFree(*buf));
+    *buf = wb_device_alloc(bytes, what);
+    *capacity_bytes = bytes;
+    return 1;
+}
+
 void *wb_device_alloc(size_t bytes, const char *what)
 {
     void *p = NULL;

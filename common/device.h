@@ -107,6 +107,16 @@ void wb_poison(void *device_ptr, size_t bytes);
 /** @brief cudaMalloc that names the buffer and its size when memory runs out, then exits 1. */
 void *wb_device_alloc(size_t bytes, const char *what);
 
+/**
+ * @brief Make a cached device workspace hold at least `bytes`: when it is smaller, free
+ *        it and allocate `bytes` (wb_device_alloc), else leave it alone. For launchers
+ *        that keep a buffer from one call to the next and grow it for a larger shape.
+ * @param buf            the buffer (NULL at first)
+ * @param capacity_bytes its size (0 at first)
+ * @return 1 when it was (re)allocated (its contents are undefined), 0 when kept
+ */
+int wb_device_reserve(void **buf, size_t *capacity_bytes, size_t bytes, const char *what);
+
 /** @brief malloc that names the buffer and its size when memory runs out, then exits 1. */
 void *wb_host_alloc(size_t bytes, const char *what);
 

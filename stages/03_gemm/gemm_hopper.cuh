@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 #include "cuda_check.h"
-#include "device.h" /* wb_current_gpu */
+#include "device.h" /* wb_current_gpu, wb_device_reserve */
 
 /**
  * @brief v10's shape, in one place. BN is 256 (one m64n256k16 wgmma wide), or 128 for
@@ -263,6 +263,24 @@ static __device__ __forceinline__ void consume_stage(float (&acc)[T::ACC], const
     wgmma_commit();
 }
 
+/**
+ * @brief Make the ring's barriers (v10–v13), then let the whole block see them: stage s
+ *        is full after the producer's arrive plus the stage's TMA bytes, empty after
+ *        every consumer thread's arrive.
+ */
+template <typename T>
+static __device__ __forceinline__ void init_stage_barriers(uint64_t *full, uint64_t *empty)
+{
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < T::STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], T::CONSUMERS * 128);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+}
+
 /* ---------------------------------------------------------------------------
  * v10 — the kernel.
  * ------------------------------------------------------------------------- */
@@ -296,14 +314,7 @@ __global__ void __launch_bounds__(HopperTile<BN>::THREADS, 1)
     int tile_row = blockIdx.y * T::BM, tile_col = blockIdx.x * T::BN;
     int k_tiles = (K + T::BK - 1) / T::BK;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < T::STAGES; ++s) {
-            mbar_init(&full[s], 1);                   /* the producer's arrive, plus 48 KB of TMA bytes */
-            mbar_init(&empty[s], T::CONSUMERS * 128); /* every consumer thread */
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_stage_barriers<T>(full, empty);
 
     if (warpgroup == 0) { /* the producer: one thread issues every copy */
         warpgroup_release_registers<40>();
@@ -601,14 +612,7 @@ __global__ void __launch_bounds__(PersistentTile<BN>::THREADS, 1)
     int tiles_n = (N + T::BN - 1) / T::BN, tiles = tiles_n * ((M + T::BM - 1) / T::BM);
     int k_tiles = (K + T::BK - 1) / T::BK;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < T::STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], T::CONSUMERS * 128);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_stage_barriers<T>(full, empty);
 
     if (warpgroup == 0) { /* the producer: every k-tile of every tile of this block, through one ring */
         warpgroup_release_registers<40>();
@@ -814,14 +818,7 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
     __shared__ int last_part; /* the counter's verdict, for the whole block */
     int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128, units = work.count();
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < T::STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], T::CONSUMERS * 128);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_stage_barriers<T>(full, empty);
 
     if (warpgroup == 0) { /* the producer: v11's, over each unit's k-tiles */
         warpgroup_release_registers<40>();
@@ -911,15 +908,14 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
 /** @brief v13's workspace: fp32 partial tiles and a counter per split tile, grown as shapes need. */
 static float *tail_partials = NULL;
 static int *tail_counters = NULL;
-static size_t tail_partials_bytes = 0;
-static int tail_counters_count = 0;
+static size_t tail_partials_bytes = 0, tail_counters_bytes = 0;
 
 /** @brief Free v13's workspace (the program's release step calls it once at the end). */
 [[maybe_unused]] static void hopper_tail_release(void)
 {
     if (tail_partials) WB_CUDA_CHECK(cudaFree(tail_partials));
     if (tail_counters) WB_CUDA_CHECK(cudaFree(tail_counters));
-    tail_partials = NULL, tail_counters = NULL, tail_partials_bytes = 0, tail_counters_count = 0;
+    tail_partials = NULL, tail_counters = NULL, tail_partials_bytes = 0, tail_counters_bytes = 0;
 }
 
 /**
@@ -955,18 +951,12 @@ static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B
         parts = parts < work.k_tiles ? parts : work.k_tiles;
         if (parts > 1) {
             work.full_tiles = (int)(tiles - left), work.parts = parts;
-            size_t bytes = (size_t)left * parts * T::ACC * 256 * sizeof(float);
-            if (bytes > tail_partials_bytes) { /* grown before the timed runs (the first call of a shape) */
-                if (tail_partials) WB_CUDA_CHECK(cudaFree(tail_partials));
-                WB_CUDA_CHECK(cudaMalloc(&tail_partials, bytes));
-                tail_partials_bytes = bytes;
-            }
-            if (left > tail_counters_count) { /* zero once: the last part of each tile resets its counter */
-                if (tail_counters) WB_CUDA_CHECK(cudaFree(tail_counters));
-                WB_CUDA_CHECK(cudaMalloc(&tail_counters, sizeof(int) * (size_t)left));
-                WB_CUDA_CHECK(cudaMemset(tail_counters, 0, sizeof(int) * (size_t)left));
-                tail_counters_count = (int)left;
-            }
+            /* grown before the timed runs (the first call of a shape) */
+            wb_device_reserve((void **)&tail_partials, &tail_partials_bytes,
+                              (size_t)left * parts * T::ACC * 256 * sizeof(float), "v13's partial tiles");
+            if (wb_device_reserve((void **)&tail_counters, &tail_counters_bytes, sizeof(int) * (size_t)left,
+                                  "v13's tile counters")) /* zero once: the last part of each tile resets its counter */
+                WB_CUDA_CHECK(cudaMemset(tail_counters, 0, tail_counters_bytes));
         }
     }
     int units = work.count(), blocks = units < sms ? units : sms;

@@ -15,7 +15,7 @@
 
 #include "cublas_check.h"
 #include "cuda_check.h"
-#include "device.h"  /* wb_current_gpu */
+#include "device.h"  /* wb_blocks_to_fill_gpu, wb_device_reserve */
 #include "dtype_device.cuh" /* load, store, dispatch */
 #include "bias_gelu.cuh"   /* the epilogue: BiasGelu, activate */
 #include "gemm_tiles.cuh"   /* stage 03: launch_sgemm_warptile (v7), launch_hgemm_mma (v9), GemmIdentity */
@@ -185,14 +185,8 @@ __global__ void splitk_sum_bias_gelu(const float *partials, int splits, float *y
  */
 static int split_k_for(int M, int N, int K)
 {
-    static int slots = 0;
-    if (!slots) {
-        int sms = 0, per_sm = 0;
-        wb_current_gpu(NULL, &sms);
-        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, sgemm_warptile_double_buffer<true, GemmIdentity>, 256, 0));
-        slots = sms * (per_sm > 0 ? per_sm : 1);
-    }
+    static int slots = 0; /* asked once: this runs on every launch */
+    if (!slots) slots = wb_blocks_to_fill_gpu((const void *)sgemm_warptile_double_buffer<true, GemmIdentity>, 256, 0);
     long long tiles = (long long)((M + 127) / 128) * ((N + 127) / 128);
     double best_time = (double)((tiles + slots - 1) / slots);
     int best = 1;
@@ -216,12 +210,9 @@ static const char *linear_v8(const linear_args *a)
 {
     int splits = split_k_for(a->M, a->N, a->K);
     if (splits == 1) return linear_v3(a);
-    size_t bytes = sizeof(float) * (size_t)splits * a->M * a->N;
-    if (bytes > split_partials_bytes) { /* grown once per shape, before the timed runs */
-        if (split_partials) WB_CUDA_CHECK(cudaFree(split_partials));
-        WB_CUDA_CHECK(cudaMalloc(&split_partials, bytes));
-        split_partials_bytes = bytes;
-    }
+    /* grown once per shape, before the timed runs */
+    wb_device_reserve((void **)&split_partials, &split_partials_bytes, sizeof(float) * (size_t)splits * a->M * a->N,
+                      "v8's split-K partials");
     const char *why = launch_sgemm_warptile((const float *)a->X, (const float *)a->W, split_partials, a->M, a->N, a->K,
                                             GemmIdentity(), splits);
     if (why) return why;
