@@ -113,6 +113,8 @@ void *wb_device_alloc(size_t bytes, const char *what);
  *        that keep a buffer from one call to the next and grow it for a larger shape.
  * @param buf            the buffer (NULL at first)
  * @param capacity_bytes its size (0 at first)
+ * @param bytes          the size needed now
+ * @param what           what the buffer is, for the out-of-memory message
  * @return 1 when it was (re)allocated (its contents are undefined), 0 when kept
  */
 int wb_device_reserve(void **buf, size_t *capacity_bytes, size_t bytes, const char *what);
