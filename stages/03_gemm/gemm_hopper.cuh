@@ -798,12 +798,22 @@ struct TileUnits {
  * tiles mod SMs tiles, and the other SMs idle while they run (8192×768 at 128×256:
  * 192 tiles, 132 + 60). v13 cuts each of the last wave's tiles into `parts` pieces
  * of K, one block each, so that wave takes 1/parts of the time. Each piece writes
- * its fp32 partial tile to a workspace (in the accumulators' own order: coalesced,
- * no shuffling), then counts itself done on the tile's counter; the last piece to
+ * its fp32 partial tile to a workspace (in the accumulators' own order, 16 bytes
+ * per access: coalesced, no shuffling, one load per 4 values when merged), then counts itself done on the tile's counter; the last piece to
  * finish adds the others' partials to its accumulators and runs the epilogue,
  * and resets the counter for the next launch — stage 09's "last block merges".
+ *
+ * **Staged column terms (STAGE_COLUMNS, stage 04's v10).** In the accumulator
+ * layout a thread owns 64 of the tile's 256 columns, so an epilogue that loads
+ * something per column (a bias) makes 64 loads per tile, and with 128 registers
+ * holding accumulators the compiler cannot issue them ahead: each waits on L1/L2
+ * in turn. With STAGE_COLUMNS each consumer thread loads one column's term
+ * (`epi.column_term(column)`) before the tile's mainloop, keeps it in a register
+ * while the wgmma run, and writes it to shared memory just before the epilogue,
+ * which then reads two terms per shared-memory load and calls
+ * `epi.finish(value, term)` instead of `epi(value, column)`.
  */
-template <typename Epilogue>
+template <bool STAGE_COLUMNS, typename Epilogue>
 __global__ void __launch_bounds__(StoreTile::THREADS, 1)
     hgemm_wgmma_tma_store(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                           const __grid_constant__ CUtensorMap map_c, TileUnits work, float *partials, int *counters,
@@ -812,10 +822,13 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using T = StoreTile;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    /* aligned up to 1024 by an offset, not through an integer, so the compiler still knows it is shared memory
+     * (STS, not generic stores with 64-bit addresses, in the epilogue) */
+    unsigned char *smem = smem_raw + (1024u - smem_addr(smem_raw) % 1024u) % 1024u;
     unsigned char *out = smem + T::STAGES * T::STAGE_BYTES; /* the fp16 output tile, 1024-aligned */
     __shared__ __align__(8) uint64_t full[T::STAGES], empty[T::STAGES];
     __shared__ int last_part; /* the counter's verdict, for the whole block */
+    __shared__ __align__(8) float column_terms[STAGE_COLUMNS ? T::BN : 2]; /* the tile's per-column terms (bias) */
     int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128, units = work.count();
 
     init_stage_barriers<T>(full, empty);
@@ -841,6 +854,9 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
         int tile, part, k_begin, k_end;
         work.unit(u, &tile, &part, &k_begin, &k_end);
         int tile_row = tile / work.tiles_n * T::BM, tile_col = tile % work.tiles_n * T::BN;
+        float column_term = 0.0f; /* stage 04's v10: column tile_col + ct's bias, loaded while the mainloop runs */
+        if constexpr (STAGE_COLUMNS)
+            if (tile_col + ct < N) column_term = epi.column_term(tile_col + ct);
         float acc[T::ACC];
 #pragma unroll
         for (int i = 0; i < T::ACC; ++i) acc[i] = 0.0f;
@@ -856,9 +872,12 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
 
         if (tile >= work.full_tiles && work.parts > 1) { /* v13: a piece of a last-wave tile */
             int slot = tile - work.full_tiles;
-            float *mine = partials + ((long long)slot * work.parts + part) * T::ACC * 256;
+            /* 16 bytes per access: the merge below is a chain of loads the accumulators leave few registers to
+             * overlap, so it costs by the number of loads, not the bytes (scalar loads: 4× as many waits) */
+            float4 *mine = reinterpret_cast<float4 *>(partials) + ((long long)slot * work.parts + part) * T::ACC * 64;
 #pragma unroll
-            for (int i = 0; i < T::ACC; ++i) __stcg(mine + i * 256 + ct, acc[i]); /* to L2: another SM reads it */
+            for (int i = 0; i < T::ACC / 4; ++i) /* to L2 (another SM reads it), coalesced: 512 bytes per warp */
+                __stcg(mine + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
             __threadfence();
             asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
             if (ct == 0) {
@@ -870,20 +889,31 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
             __threadfence(); /* the others' partials, written before their counts, are read after ours */
             for (int p = 0; p < work.parts; ++p) {
                 if (p == part) continue;
-                const float *theirs = partials + ((long long)slot * work.parts + p) * T::ACC * 256;
+                const float4 *theirs = reinterpret_cast<const float4 *>(partials) + ((long long)slot * work.parts + p) * T::ACC * 64;
 #pragma unroll
-                for (int i = 0; i < T::ACC; ++i) acc[i] += __ldcg(theirs + i * 256 + ct);
+                for (int i = 0; i < T::ACC / 4; ++i) {
+                    float4 q = __ldcg(theirs + i * 256 + ct);
+                    acc[4 * i] += q.x, acc[4 * i + 1] += q.y, acc[4 * i + 2] += q.z, acc[4 * i + 3] += q.w;
+                }
             }
         }
 
         /* the epilogue: TMA must have read the last tile out of the buffer before it is overwritten */
         if (ct == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+        if constexpr (STAGE_COLUMNS) column_terms[ct] = column_term; /* the last tile's epilogue read its copy before the
+                                                               barrier that preceded its store */
         asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
 #pragma unroll
         for (int j = 0; j < T::BN / 8; ++j) { /* columns 8j + 2·(lane % 4) + {0, 1} of rows row and row + 8 */
             int c = j * 8 + (lane % 4) * 2, gc = tile_col + c;
             float v0 = acc[4 * j], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2], v3 = acc[4 * j + 3];
-            if (tile_col + j * 8 < N) { /* N is a multiple of 8: these 8 columns are all in, or all out */
+            if constexpr (STAGE_COLUMNS) { /* one shared-memory load (4 addresses per warp: broadcasts) per 2 columns,
+                                              and no bounds test: past N the terms are 0 and TMA clips the columns,
+                                              so the 128 elements are one straight line of independent work */
+                float2 term = *reinterpret_cast<const float2 *>(column_terms + c);
+                v0 = epi.finish(v0, term.x), v1 = epi.finish(v1, term.y);
+                v2 = epi.finish(v2, term.x), v3 = epi.finish(v3, term.y);
+            } else if (tile_col + j * 8 < N) { /* N is a multiple of 8: these 8 columns are all in, or all out */
                 v0 = epi(v0, gc), v1 = epi(v1, gc + 1), v2 = epi(v2, gc), v3 = epi(v3, gc + 1);
             }
             unsigned char *box = out + (j / 8) * STORE_BOX_BYTES; /* 8 chunks of 8 columns per box */
@@ -924,9 +954,11 @@ static size_t tail_partials_bytes = 0, tail_counters_bytes = 0;
  *
  * v13 splits the last wave when it is at most half full: with r tiles left over
  * after the whole waves, each is cut into min(4, SMs / r, k-tiles) parts.
+ * STAGE_COLUMNS (stage 04's v10) stages the epilogue's per-column terms in shared
+ * memory; the epilogue must then have `column_term(column)` and `finish(value, term)`.
  * @return NULL, or why it cannot take the shape or the GPU
  */
-template <typename Epilogue>
+template <bool STAGE_COLUMNS = false, typename Epilogue>
 static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B, __half *C, int M, int N, int K,
                                                 Epilogue epi, bool split_tail)
 {
@@ -939,8 +971,8 @@ static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B
     if (const char *why = make_tensor_map(&map_c, C, M, N, T::BM, STORE_BOX_COLS)) return why;
     static bool configured = false; /* one per epilogue type (a graph capture never configures) */
     if (!configured) {
-        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma_store<Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           tma_store_smem_bytes()));
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma_store<STAGE_COLUMNS, Epilogue>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, tma_store_smem_bytes()));
         configured = true;
     }
     TileUnits work = {(N + T::BN - 1) / T::BN, (int)tiles, (int)tiles, 1, (K + T::BK - 1) / T::BK};
@@ -960,8 +992,8 @@ static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B
         }
     }
     int units = work.count(), blocks = units < sms ? units : sms;
-    hgemm_wgmma_tma_store<<<blocks, T::THREADS, tma_store_smem_bytes()>>>(map_a, map_b, map_c, work, tail_partials,
-                                                                          tail_counters, M, N, epi);
+    hgemm_wgmma_tma_store<STAGE_COLUMNS><<<blocks, T::THREADS, tma_store_smem_bytes()>>>(
+        map_a, map_b, map_c, work, tail_partials, tail_counters, M, N, epi);
     WB_CHECK_LAUNCH("hgemm_wgmma_tma_store");
     return NULL;
 }

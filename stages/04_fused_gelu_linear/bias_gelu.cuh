@@ -4,7 +4,7 @@
  *        out — and the activations it and the elementwise kernels share.
  *
  * Included by kernels.cu (v1–v4, the peers' bias+GELU kernel) and by kernels_sm90.cu
- * (v5, on stage 03's Hopper GEMM, built for sm_90a alone).
+ * (v5–v7, v9, v10, on stage 03's Hopper GEMMs, built for sm_90a alone).
  */
 #ifndef STAGE04_BIAS_GELU_CUH
 /** @brief Include guard. */
@@ -12,24 +12,50 @@
 
 #include "gelu.h" /* gelu_kind */
 
+/** @brief 2^x on the special-function unit (one MUFU.EX2; results below 2^-126 flush to 0). */
+static __device__ __forceinline__ float exp2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /**
  * @brief GELU, tanh approximation (GPT-2's gelu_new): 0.5·x·(1 + tanh(u)),
  *        u = √(2/π)·(x + 0.044715·x³).
  *
  * Computed as x / (1 + e^(−2u)) — the same function, since 0.5·(1 + tanh u) is the
- * logistic of 2u — with −2u = x·(a + b·x²) folded into two constants. Inside a GEMM the
- * instruction count is what matters: one multiply, one FMA, one multiply, `__expf`
- * (a multiply and the hardware's ex2), an add and `__fdividef` (the hardware's
- * reciprocal and a multiply): 8 instructions. A plain `/` would be PTX's `div.rn.f32`,
- * which ptxas expands into a reciprocal, refinement steps and a branch to a slow path.
- * Both intrinsics are within 2 ulp; where e^(−2u) overflows, the quotient is −0,
- * GELU's limit.
+ * logistic of 2u — with e^(−2u) = 2^(x·(a + b·x²)), log2(e) folded into the two
+ * constants. Inside a GEMM the instruction count is what matters: a multiply, an
+ * FMA, a multiply, the hardware's ex2, an add and `__fdividef` (the hardware's
+ * reciprocal and a multiply): 7 instructions, two of them on the special-function
+ * unit. The ex2 is PTX's `.ftz` form: `__expf` (`ex2.approx.f32`) adds three
+ * instructions per element to scale results below 2^-126, which here only ever
+ * meet a 1 they cannot change. Both are within 2 ulp; where 2^(…) overflows, the
+ * quotient is −0, GELU's limit.
  */
 static __device__ __forceinline__ float gelu_tanh(float x)
 {
-    const float a = -2.0f * 0.7978845608028654f; /* −2·√(2/π) */
+    const float a = -2.0f * 0.7978845608028654f * 1.4426950408889634f; /* −2·√(2/π)·log2(e) */
     const float b = a * 0.044715f;
-    return __fdividef(x, 1.0f + __expf(x * fmaf(b, x * x, a)));
+    return __fdividef(x, 1.0f + exp2_approx(x * fmaf(b, x * x, a)));
+}
+
+/**
+ * @brief GELU, tanh approximation, with the hardware's tanh (sm_75+, stage 04's v11):
+ *        h + h·tanh(u), h = x/2 — 6 instructions, one of them on the special-function unit.
+ *
+ * `tanh.approx.f32` has a relative error up to about 2^-11, and near GELU's negative
+ * tail (tanh u → −1) the sum 1 + tanh u cancels, so the error is absolute: up to
+ * about 2.4e-4·|x|. Well inside fp16's tolerance for the O(1) values a layer makes,
+ * but not the 2-ulp relative accuracy of gelu_tanh; hence a variant of its own.
+ */
+static __device__ __forceinline__ float gelu_tanh_hw(float x)
+{
+    const float k = 0.7978845608028654f, c = k * 0.044715f; /* √(2/π), √(2/π)·0.044715 */
+    float t, h = 0.5f * x;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(x * fmaf(c, x * x, k)));
+    return fmaf(h, t, h);
 }
 
 /** @brief GELU, exact: 0.5·x·(1 + erf(x/√2)). */
@@ -55,6 +81,23 @@ struct BiasGelu {
         if (bias) value += __ldg(bias + column);
         return activate(KIND, value);
     }
+    /** @brief The same in two steps, for a GEMM that stages the tile's terms in shared memory (v10):
+     *         the column's term, loaded once per tile … */
+    __device__ __forceinline__ float column_term(int column) const { return bias ? __ldg(bias + column) : 0.0f; }
+    /** @brief … and GELU(value + term), per element. */
+    __device__ __forceinline__ float finish(float value, float term) const { return activate(KIND, value + term); }
+};
+
+/**
+ * @brief v11's epilogue: BiasGelu<GELU_TANH> with the hardware's tanh (gelu_tanh_hw),
+ *        for a GEMM that stages the tile's bias (column_term / finish only).
+ */
+struct BiasGeluHwTanh {
+    const float *bias; /**< N entries, or NULL */
+    /** @brief The column's term, loaded once per tile. */
+    __device__ __forceinline__ float column_term(int column) const { return bias ? __ldg(bias + column) : 0.0f; }
+    /** @brief GELU(value + term), per element. */
+    __device__ __forceinline__ float finish(float value, float term) const { return gelu_tanh_hw(value + term); }
 };
 
 #endif /* STAGE04_BIAS_GELU_CUH */

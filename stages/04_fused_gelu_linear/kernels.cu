@@ -403,6 +403,8 @@ extern "C" const linear_variant linear_variants[] = {
     {"v6", "v5 on the persistent Hopper GEMM (v11)", WB_F16, 0, 90, 1, linear_v6_wgmma_persistent},
     {"v7", "v6 + epilogue in registers, tile stored by TMA (v12)", WB_F16, 0, 90, 1, linear_v7_wgmma_tma_store},
     {"v9", "v7 + the last wave's tiles split along K (v13)", WB_F16, 0, 90, 1, linear_v9_wgmma_split_tail},
+    {"v10", "v9 + the tile's bias staged in shared memory", WB_F16, 0, 90, 1, linear_v10_staged_bias},
+    {"v11", "v10 + GELU on the hardware's tanh", WB_F16, 0, 90, 1, linear_v11_hw_tanh},
     {"cublas-h", "cuBLAS HGEMM + our bias+GELU kernel (peer)", WB_F16, 1, 75, 3, peer_cublas_f16},
     {"cublaslt-h", "cuBLASLt fp16, GELU_BIAS epilogue (peer)", WB_F16, 1, 75, 1, peer_cublaslt_f16},
 };

@@ -82,7 +82,22 @@ const char *linear_v7_wgmma_tma_store(const linear_args *a);
  */
 const char *linear_v9_wgmma_split_tail(const linear_args *a);
 
-/** @brief Free the Hopper library's workspace (v9's partial tiles); linear_release calls it. */
+/**
+ * @brief v10: v9 with each tile's bias staged in shared memory: one load per
+ *        consumer thread before the tile's mainloop, so the epilogue reads the 64
+ *        columns a thread owns at shared-memory latency instead of waiting on L1/L2
+ *        64 times. fp16, sm_90a only, in the same library as v5.
+ */
+const char *linear_v10_staged_bias(const linear_args *a);
+
+/**
+ * @brief v11: v10 with GELU's tanh form on the hardware's tanh (one special-function
+ *        instruction per element instead of two; absolute error up to about
+ *        2.4e-4·|x|). The erf form and no activation run v10. fp16, sm_90a only.
+ */
+const char *linear_v11_hw_tanh(const linear_args *a);
+
+/** @brief Free the Hopper library's workspace (v9's and v10's partial tiles); linear_release calls it. */
 void linear_sm90_release(void);
 
 /**

@@ -1,9 +1,11 @@
 /**
  * @file stages/04_fused_gelu_linear/kernels_sm90.cu
- * @brief Stage 04's v5, v6 and v7: bias and GELU in the epilogue of stage 03's v10, the
- *        Hopper GEMM (TMA + wgmma), of v11, the same made persistent, of v12, whose
- *        epilogue runs in registers and stores by TMA, and of v13, which also splits the
- *        last wave of tiles along K. Built for sm_90a only, in a library of its own.
+ * @brief Stage 04's v5, v6, v7, v9 and v10: bias and GELU in the epilogue of stage 03's
+ *        v10, the Hopper GEMM (TMA + wgmma), of v11, the same made persistent, of v12,
+ *        whose epilogue runs in registers and stores by TMA, and of v13, which also splits
+ *        the last wave of tiles along K; v10 is v9 with the tile's bias staged in shared
+ *        memory, v11 is v10 with the hardware's tanh. Built for sm_90a only, in a library
+ *        of its own.
  */
 #include <cuda_fp16.h>
 
@@ -11,7 +13,7 @@
 #include "gemm_hopper.cuh" /* stage 03: launch_hgemm_wgmma (v10), …_persistent (v11), …_tma_store (v12, v13) */
 #include "kernels.h"
 
-/** @brief v5, v6, v7 or v9: one of stage 03's Hopper launchers with the epilogue of a->gelu. */
+/** @brief v5, v6, v7, v9 or v10: one of stage 03's Hopper launchers with the epilogue of a->gelu. */
 template <typename Launch>
 static const char *launch_bias_gelu(const linear_args *a, Launch launch)
 {
@@ -40,6 +42,18 @@ extern "C" const char *linear_v7_wgmma_tma_store(const linear_args *a)
 extern "C" const char *linear_v9_wgmma_split_tail(const linear_args *a)
 {
     return launch_bias_gelu(a, [](auto... args) { return launch_hgemm_wgmma_tma_store(args..., true); });
+}
+
+extern "C" const char *linear_v10_staged_bias(const linear_args *a)
+{
+    return launch_bias_gelu(a, [](auto... args) { return launch_hgemm_wgmma_tma_store<true>(args..., true); });
+}
+
+extern "C" const char *linear_v11_hw_tanh(const linear_args *a)
+{
+    if (a->gelu != GELU_TANH) return linear_v10_staged_bias(a); /* the hardware tanh serves the tanh form only */
+    return launch_hgemm_wgmma_tma_store<true>((const __half *)a->X, (const __half *)a->W, (__half *)a->Y, a->M, a->N,
+                                              a->K, BiasGeluHwTanh{a->bias}, true);
 }
 
 extern "C" void linear_sm90_release(void) { hopper_tail_release(); }

@@ -28,7 +28,7 @@
 /** @brief Rows of Y the reference computes for a large product. */
 #define SAMPLED_ROWS 64
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v8", "cublas", "cublaslt", "v4", "v5", "v6", "v7", "v9", "cublas-h", "cublaslt-h", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v8", "cublas", "cublaslt", "v4", "v5", "v6", "v7", "v9", "v10", "v11", "cublas-h", "cublaslt-h", NULL};
 static const char *const gelu_choices[] = {"tanh", "erf", NULL};
 
 /** One problem: X, W, b and Y on host and device, in one precision. */
