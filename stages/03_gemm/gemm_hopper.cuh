@@ -737,6 +737,18 @@ static const char *launch_hgemm_wgmma_persistent(const __half *A, const __half *
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+/**
+ * @brief atomicAdd with acquire-release semantics at GPU scope: the pattern "write, barrier,
+ *        one thread counts" (and "one thread counts, barrier, read") without a full fence.
+ *        `__threadfence()` here compiles to a sequentially consistent fence (`MEMBAR.SC.GPU`).
+ */
+[[maybe_unused]] static __device__ __forceinline__ int atomic_add_acq_rel_gpu(int *address, int value)
+{
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(address), "r"(value) : "memory");
+    return old;
+}
+
 /** @brief v12's shape: v11's 128×256 tile and 3 stages. */
 using StoreTile = HopperTile<256, 3>;
 /** @brief The output tile as TMA stores it: 4 boxes of 128 rows × 64 halves (128 bytes, the swizzle's span). */
@@ -878,15 +890,14 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
 #pragma unroll
             for (int i = 0; i < T::ACC / 4; ++i) /* to L2 (another SM reads it), coalesced: 512 bytes per warp */
                 __stcg(mine + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
-            __threadfence();
-            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
-            if (ct == 0) {
-                last_part = atomicAdd(&counters[slot], 1) == work.parts - 1;
+            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory"); /* all our partial is written */
+            if (ct == 0) { /* one acq_rel atomic: releases the whole partial (the barrier orders the other threads'
+                              stores before it) and acquires the partials of the pieces that counted before us */
+                last_part = atomic_add_acq_rel_gpu(&counters[slot], 1) == work.parts - 1;
                 if (last_part) counters[slot] = 0; /* ready for the next launch */
             }
-            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
+            asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory"); /* … and the barrier passes that on */
             if (!last_part) continue;
-            __threadfence(); /* the others' partials, written before their counts, are read after ours */
             for (int p = 0; p < work.parts; ++p) {
                 if (p == part) continue;
                 const float4 *theirs = reinterpret_cast<const float4 *>(partials) + ((long long)slot * work.parts + p) * T::ACC * 64;
