@@ -196,15 +196,21 @@ def draw_serving(plt, rows, gpu_slug, out_dir):
 
 
 def draw_attention_memory(plt, out_dir):
-    """Stage 06: memory of naive attention (the B·H·N² fp32 score matrix) against
-    the tiled variants (Q, K, V, O and L only), by N, at B4 H12 d64 fp16. The same
-    formula as attention_naive_workspace_bytes() in stages/06_flash_attention."""
-    B, H, d = 4, 12, 64
+    """Stage 06: memory of naive attention (the B·H·N² fp32 score matrix), of the
+    unfused peer (S and an fp16 P), of v6 (the same for 256 query rows of every head)
+    and of the tiled variants (Q, K, V, O and L only), by N, at B4 H12 d64 fp16. The
+    same formulas as attention_naive_workspace_bytes(), attention_unfused_workspace_bytes()
+    and attention_chunked_workspace_bytes() in stages/06_flash_attention."""
+    B, H, d, chunk = 4, 12, 64, 256
     ns = [512 * 2 ** i for i in range(7)]
     io = [4 * B * H * n * d * 2 + B * H * n * 4 for n in ns]
     naive = [x + B * H * n * n * 4 for x, n in zip(io, ns)]
+    peer = [x + B * H * n * n * 6 for x, n in zip(io, ns)]
+    chunked = [x + B * H * min(n, chunk) * n * 6 for x, n in zip(io, ns)]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.loglog(ns, [x / 1e9 for x in naive], "o-", label="v1 naive: Q, K, V, O + the N×N scores (fp32)")
+    ax.loglog(ns, [x / 1e9 for x in peer], "v-", label="unfused peer: + S (fp32) and P (fp16)")
+    ax.loglog(ns, [x / 1e9 for x in chunked], "d-", label="v6: the peer's S and P for 256 query rows at a time")
     ax.loglog(ns, [x / 1e9 for x in io], "s-", label="v2–v5 tiled: Q, K, V, O + L")
     ax.axhline(80, color="#c0392b", linestyle="--", linewidth=1, label="80 GB (an H100's memory)")
     ax.axhline(16, color="#999999", linestyle=":", linewidth=1, label="16 GB (a T4's memory)")
@@ -303,7 +309,7 @@ def compute_unit(stage, problem, variant):
     """Which T4 roof a TFLOP/s row runs against: tensor cores or fp32 CUDA cores."""
     if "fp16" not in problem:
         return "fp32"
-    if stage == "06" and variant not in ("v4", "v5"):  # v1-v3 compute in fp32 on CUDA cores
+    if stage == "06" and variant not in ("v4", "v5", "v6"):  # v1-v3 compute in fp32 on CUDA cores (v6: cuBLAS)
         return "fp32"
     return "tensor"
 

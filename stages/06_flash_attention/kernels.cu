@@ -18,8 +18,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "block_reduce.cuh" /* stage 02: warp_allreduce */
+#include "block_reduce.cuh" /* stage 02: warp_allreduce, block_allreduce */
 #include "cuda_check.h"
+#include "device.h" /* wb_device_reserve */
 #include "dtype_device.cuh"
 #include "05_softmax/kernels.h" /* stage 05's softmax, for the unfused peer */
 #include "cublas_check.h"
@@ -668,6 +669,17 @@ __global__ void probabilities_to_half(const float *p, __half *out, long long tot
 
 static cublasHandle_t attention_blas = NULL;
 
+/** @brief The cuBLAS handle the peer and v6 share: made on first use, on the timer's stream, TF32 off. */
+static cublasHandle_t attention_cublas(void)
+{
+    if (!attention_blas) {
+        WB_CUBLAS_CHECK(cublasCreate(&attention_blas));
+        WB_CUBLAS_CHECK(cublasSetStream(attention_blas, cudaStreamPerThread)); /* the stream the timer uses */
+        WB_CUBLAS_CHECK(cublasSetMathMode(attention_blas, CUBLAS_PEDANTIC_MATH)); /* fp32: no TF32 */
+    }
+    return attention_blas;
+}
+
 /**
  * @brief The peer — what a framework without a fused kernel does: cuBLAS
  *        writes S = scale·Q·Kᵀ to memory (strided-batched GEMM, one batch entry
@@ -682,11 +694,7 @@ static const char *launch_unfused_cublas(const attention_problem *p)
 {
     if (!p->workspace || p->workspace_bytes < attention_unfused_workspace_bytes(p->B, p->H, p->N))
         return "needs a workspace of attention_unfused_workspace_bytes() (the score matrix)";
-    if (!attention_blas) {
-        WB_CUBLAS_CHECK(cublasCreate(&attention_blas));
-        WB_CUBLAS_CHECK(cublasSetStream(attention_blas, cudaStreamPerThread)); /* the stream the timer uses */
-        WB_CUBLAS_CHECK(cublasSetMathMode(attention_blas, CUBLAS_PEDANTIC_MATH)); /* fp32: no TF32 */
-    }
+    attention_cublas();
     int N = p->N, d = p->d, batch = p->B * p->H;
     long long scores = (long long)batch * N * N;
     float *S = p->workspace;
@@ -720,10 +728,119 @@ static const char *launch_unfused_cublas(const attention_problem *p)
     return NULL;
 }
 
+/* ======================================================================== */
+/* v6 — large head dimensions: the unfused path, a block of queries at a time */
+/* ======================================================================== */
+
+size_t attention_chunked_workspace_bytes(int B, int H, int N)
+{
+    size_t rows = N < ATTENTION_CHUNK_ROWS ? (size_t)N : ATTENTION_CHUNK_ROWS;
+    return (size_t)B * (size_t)H * rows * (size_t)N * (sizeof(float) + sizeof(__half));
+}
+
+/**
+ * @brief v6's softmax, on a chunk's scores: block (head, r) takes query i = row0 + r,
+ *        whose `keys` scores s (scale·q·k, from cuBLAS) are one row of the chunk.
+ *
+ * Three passes over the row, each thread striding over it: the maximum m and the
+ * sum l of exp(s − m) over the keys it sees (0 … i when causal), each reduced
+ * over the block; then P = exp(s − m)/l, written as TP (fp16 for the fp16 GEMM
+ * that follows, fp32 in place otherwise), 0 for the keys it does not see; and
+ * L = m + log l for row i of the head. A block per row: a chunk has few rows and
+ * long ones (N keys), so a warp per row (v1's softmax) would leave most of the
+ * GPU idle at small B·H.
+ */
+template <typename TP>
+__global__ void chunk_softmax_lse(float *s, TP *p, float *lse, int rows, int keys, int row0, int N, int causal)
+{
+    long long row = blockIdx.x; /* head · rows + r: the chunk's rows, head after head */
+    long long head = row / rows;
+    int i = row0 + (int)(row % rows), seen = causal ? min(i + 1, keys) : keys;
+    float *x = s + row * keys;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < seen; j += blockDim.x) m = fmaxf(m, x[j]);
+    m = block_allreduce<MaxOp>(m);
+    float l = 0.0f;
+    for (int j = threadIdx.x; j < seen; j += blockDim.x) l += expf(x[j] - m);
+    l = block_allreduce<SumOp>(l);
+    float inv = 1.0f / l;
+    TP *y = p + row * keys; /* fp32: y is x, each element read and rewritten by the same thread */
+    for (int j = threadIdx.x; j < keys; j += blockDim.x) store(y, j, j < seen ? expf(x[j] - m) * inv : 0.0f);
+    if (threadIdx.x == 0) lse[head * N + i] = m + logf(l);
+}
+
+static float *chunk_scores = NULL; /* v6's workspace: a chunk's fp32 scores, then their fp16 probabilities */
+static size_t chunk_scores_bytes = 0;
+
+/**
+ * @brief v6 — any head dimension, memory linear in N: the peer's three steps on
+ *        ATTENTION_CHUNK_ROWS query rows of every head at a time.
+ *
+ * At large d attention is two GEMMs with a softmax between them: per score, Q·Kᵀ
+ * and P·V do 4·d FLOPs and the unfused path moves about 20 bytes, so from
+ * d ≈ 1000 the library's GEMMs set the time and keeping S on chip saves little of
+ * it. What the peer cannot afford is S's *memory*, B·H·N² scores. v6 takes the
+ * queries 256 rows at a time: cuBLAS writes the chunk's scores (rows × keys per
+ * head, one strided-batched GEMM for all heads), chunk_softmax_lse turns them into
+ * P and writes L, cuBLAS adds P·V into those rows of O. The workspace is
+ * B·H·256·N scores (6 bytes each), linear in N; the FLOPs are the peer's; cuBLAS
+ * tiles d inside its GEMMs, on any GPU. Causal: the chunk of queries row0 … row0 +
+ * rows − 1 sees keys 0 … row0 + rows − 1 only, so each GEMM is cut to those keys
+ * (half the peer's FLOPs over the whole sequence).
+ */
+static const char *launch_chunked(const attention_problem *p)
+{
+    size_t need = attention_chunked_workspace_bytes(p->B, p->H, p->N);
+    if (need > chunk_scores_bytes) {
+        size_t free_b = 0, total_b = 0;
+        WB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        if (need > free_b / 2) return "needs a B*H*256*N score chunk (6 bytes a score): too large for this GPU";
+        wb_device_reserve((void **)&chunk_scores, &chunk_scores_bytes, need, "v6's score chunk");
+    }
+    cublasHandle_t blas = attention_cublas();
+    int N = p->N, d = p->d, batch = p->B * p->H, R = N < ATTENTION_CHUNK_ROWS ? N : ATTENTION_CHUNK_ROWS;
+    size_t es = wb_dtype_bytes(p->dtype);
+    cudaDataType_t in = p->dtype == WB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    float *S = chunk_scores;
+    __half *P16 = (__half *)(S + (size_t)batch * R * N);
+    float one = 1.0f, zero = 0.0f, scale = p->scale;
+    long long head_elems = (long long)N * d;
+    for (int row0 = 0; row0 < N; row0 += R) {
+        int rows = N - row0 < R ? N - row0 : R, keys = p->causal ? row0 + rows : N;
+        const char *q0 = (const char *)p->q + (size_t)row0 * d * es;
+        char *o0 = (char *)p->o + (size_t)row0 * d * es;
+        /* S (rows × keys per head, row-major) = scale·Q[row0 …]·K[0 … keys)ᵀ: column-major Sᵀ = K·Qᵀ, as the peer */
+        WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, keys, rows, d, &scale, p->k, in, d,
+                                                   head_elems, q0, in, d, head_elems, &zero, S, CUDA_R_32F, keys,
+                                                   (long long)rows * keys, batch, CUBLAS_COMPUTE_32F,
+                                                   CUBLAS_GEMM_DEFAULT));
+        unsigned blocks = (unsigned)((long long)batch * rows);
+        if (p->dtype == WB_F16) {
+            chunk_softmax_lse<__half><<<blocks, 256>>>(S, P16, p->lse, rows, keys, row0, N, p->causal);
+            WB_CHECK_LAUNCH("chunk_softmax_lse<half>");
+            /* O[row0 …] (rows × d) = P·V[0 … keys): column-major Oᵀ = Vᵀ·Pᵀ, as the peer */
+            WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, d, rows, keys, &one, p->v,
+                                                       CUDA_R_16F, d, head_elems, P16, CUDA_R_16F, keys,
+                                                       (long long)rows * keys, &zero, o0, CUDA_R_16F, d, head_elems,
+                                                       batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        } else {
+            chunk_softmax_lse<float><<<blocks, 256>>>(S, S, p->lse, rows, keys, row0, N, p->causal);
+            WB_CHECK_LAUNCH("chunk_softmax_lse<float>");
+            WB_CUBLAS_CHECK(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, d, rows, keys, &one,
+                                                      (const float *)p->v, d, head_elems, S, keys,
+                                                      (long long)rows * keys, &zero, (float *)o0, d, head_elems,
+                                                      batch));
+        }
+    }
+    return NULL;
+}
+
 void attention_release(void)
 {
     if (attention_blas) WB_CUBLAS_CHECK(cublasDestroy(attention_blas));
     attention_blas = NULL;
+    if (chunk_scores) WB_CUDA_CHECK(cudaFree(chunk_scores));
+    chunk_scores = NULL, chunk_scores_bytes = 0;
 }
 
 /* The table the host program walks, in teaching order, then the peer. */
@@ -733,6 +850,7 @@ const attention_variant attention_variants[] = {
     {"v3", "block of 4 warps shares K/V tiles, warp per S row", 75, 0, 0, 1, launch_block_tiled},
     {"v4", "FA2 on tensor cores: mma.sync + ldmatrix, P in regs", 75, 0, 0, 1, launch_fa2_sync},
     {"v5", "v4 + cp.async double-buffered K/V (sm_80)", 80, 0, 0, 1, launch_fa2_async},
+    {"v6", "any d: cuBLAS + softmax, 256 query rows at a time", 75, 0, 0, 1, launch_chunked},
     {"cublas", "unfused: cuBLAS QK^T, stage 05 softmax, cuBLAS PV", 75, 2, 1, 0, launch_unfused_cublas},
 };
 const int attention_variant_count = sizeof attention_variants / sizeof attention_variants[0];

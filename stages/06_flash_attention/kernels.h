@@ -20,8 +20,11 @@
 extern "C" {
 #endif
 
-/** @brief Largest head dimension any variant takes. */
+/** @brief Largest head dimension the fused variants (v1–v5) take; v6 and the peer take any. */
 #define ATTENTION_MAX_HEAD_DIM 128
+
+/** @brief Query rows of every head v6 takes at a time: its workspace is B·H·this·N scores. */
+#define ATTENTION_CHUNK_ROWS 256
 
 /** @brief One attention problem: shapes, scale, mask, and the device buffers. */
 typedef struct {
@@ -59,7 +62,13 @@ typedef const char *(*attention_launch_fn)(const attention_problem *p);
  */
 size_t attention_unfused_workspace_bytes(int B, int H, int N);
 
-/** @brief Release what the peer keeps between launches (its cuBLAS handle). */
+/**
+ * @brief Bytes of v6's workspace: the fp32 scores and fp16 probabilities of
+ *        ATTENTION_CHUNK_ROWS query rows (or N, if fewer) of every head — linear in N.
+ */
+size_t attention_chunked_workspace_bytes(int B, int H, int N);
+
+/** @brief Release what the peer and v6 keep between launches (the cuBLAS handle, v6's workspace). */
 void attention_release(void);
 
 /** @brief One variant. */

@@ -20,7 +20,7 @@
 #include "report.h"
 #include "rng.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "cublas", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "cublas", NULL};
 static const char *const mask_choices[] = {"all", "none", "causal", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
@@ -265,12 +265,16 @@ static int check_problem(const wb_device *dev, const wb_common_opts *opt, proble
 /** The memory each approach allocates at the issue's shape, by N (the page's memory table and plot). */
 static void print_memory_table(void)
 {
-    printf("\nmemory at B4 H12 d64 fp16 (Q, K, V, O + L; v1 adds the fp32 score matrix):\n");
-    printf("%8s | %14s | %14s\n", "N", "v1 (naive)", "v2-v5 (tiled)");
+    printf("\nmemory at B4 H12 d64 fp16 (Q, K, V, O + L; v1 adds the fp32 score matrix, the peer S and fp16 P,\n"
+           "v6 the same for %d query rows of every head):\n", ATTENTION_CHUNK_ROWS);
+    printf("%8s | %14s | %14s | %14s | %14s\n", "N", "v1 (naive)", "peer (unfused)", "v6 (chunked)", "v2-v5 (tiled)");
     for (int N = 1024; N <= 16384; N *= 2) {
         double io = 4.0 * 4 * 12 * N * 64 * 2 + 4.0 * 12 * N * 4;
         double naive = io + (double)attention_naive_workspace_bytes(4, 12, N);
-        printf("%8d | %11.2f GB | %11.3f GB\n", N, naive / 1e9, io / 1e9);
+        double peer = io + (double)attention_unfused_workspace_bytes(4, 12, N);
+        double chunked = io + (double)attention_chunked_workspace_bytes(4, 12, N);
+        printf("%8d | %11.2f GB | %11.2f GB | %11.3f GB | %11.3f GB\n", N, naive / 1e9, peer / 1e9, chunked / 1e9,
+               io / 1e9);
     }
 }
 
@@ -291,10 +295,11 @@ int main(int argc, char **argv)
                              variant_ids};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
-    if (shape[0] > 0 && (shape[3] > ATTENTION_MAX_HEAD_DIM || shape[0] * shape[1] > 65535 ||
+    const int max_d = 4096; /* v6 and the peer take any d (v1–v5 say they need d <= 128) */
+    if (shape[0] > 0 && (shape[3] > max_d || shape[0] * shape[1] > 65535 ||
                          shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 30))) {
         wb_usage_error_exit(&prog, "--shape needs d <= %d, B*H <= 65535 and B*H*N*d <= 2^30; got %lld %lld %lld %lld",
-                            ATTENTION_MAX_HEAD_DIM, shape[0], shape[1], shape[2], shape[3]);
+                            max_d, shape[0], shape[1], shape[2], shape[3]);
     }
 
     wb_device dev;
@@ -303,11 +308,13 @@ int main(int argc, char **argv)
     int ok;
     if (opt.check) {
         /* N: 1, below, at and above a tile (17, 63, 64, 65), long and not a multiple (1000), and 4096;
-         * heads: fewer than the SMs, and more (150); d: 64 and 128, and odd ones the simple variants take */
+         * heads: fewer than the SMs, and more (150); d: 64 and 128, and odd ones the simple variants take;
+         * large d (v6 and the peer only), with v6's 256-row chunks ending short (300, 1000) */
         static const int shapes[][4] = {{1, 1, 1, 64},    {1, 2, 17, 64},    {2, 1, 63, 128},  {1, 2, 64, 64},
                                         {1, 1, 65, 128},  {3, 50, 65, 64},   {3, 50, 200, 128}, {1, 3, 1000, 64},
                                         {1, 2, 1000, 128}, {1, 1, 4096, 64}, {1, 1, 4096, 128}, {2, 3, 129, 40},
-                                        {1, 2, 100, 1},   {1, 1, 77, 100}};
+                                        {1, 2, 100, 1},   {1, 1, 77, 100},   {1, 2, 77, 256},  {2, 1, 130, 512},
+                                        {1, 1, 300, 1024}, {1, 2, 65, 2048}, {1, 1, 1000, 2048}};
         int checks = 0, failed = 0;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
             const int *sh = shapes[s];
@@ -345,6 +352,15 @@ int main(int argc, char **argv)
                     bench_problem(&dev, &opt, &p, is_issue_shape, &rep);
                     problem_free(&p);
                 }
+        /* large head dimensions, fp16, one sequence of 12 heads: where v1–v5 stop and v6 goes on */
+        static const int large_d[][2] = {{256, 0}, {512, 0}, {512, 1}, {1024, 0}, {2048, 0}, {2048, 1}};
+        for (size_t i = 0; !shape[0] && i < sizeof large_d / sizeof large_d[0]; ++i) {
+            if ((dtype_choice && dtype_choice - 1 != 1) || (mask_choice && mask_choice - 1 != large_d[i][1])) continue;
+            problem p;
+            problem_init(&p, WB_F16, 1, 12, 4096, large_d[i][0], large_d[i][1], 2);
+            bench_problem(&dev, &opt, &p, 0, &rep);
+            problem_free(&p);
+        }
         ok = wb_report_finish(&rep, opt.csv);
         print_memory_table();
     }
