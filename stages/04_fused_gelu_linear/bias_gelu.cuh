@@ -45,9 +45,9 @@ static __device__ __forceinline__ float gelu_tanh(float x)
  * @brief GELU, tanh approximation, with the hardware's tanh (sm_75+, stage 04's v11):
  *        h + h·tanh(u), h = x/2 — 6 instructions, one of them on the special-function unit.
  *
- * `tanh.approx.f32` has a relative error up to about 2^-11, and near GELU's negative
- * tail (tanh u → −1) the sum 1 + tanh u cancels, so the error is absolute: up to
- * about 2.4e-4·|x|. Well inside fp16's tolerance for the O(1) values a layer makes,
+ * PTX documents `tanh.approx.f32`'s error as about 2^-11, and near GELU's negative
+ * tail (tanh u → −1) the sum 1 + tanh u cancels, so what reaches the result is an
+ * absolute error: up to about 0.5·|x|·2^-11 = 2.4e-4·|x|. Well inside fp16's tolerance for the O(1) values a layer makes,
  * but not the 2-ulp relative accuracy of gelu_tanh; hence a variant of its own.
  */
 static __device__ __forceinline__ float gelu_tanh_hw(float x)
