@@ -72,19 +72,27 @@ static __device__ __forceinline__ float activate(int kind, float v)
  *        before the store. The GELU form is a template argument, so only one of them
  *        is compiled into the GEMM (the erf form costs registers the GEMM needs).
  */
-template <int KIND>
-struct BiasGelu {
+/**
+ * @brief What the epilogues have in common: the bias, and a column's term of it as a GEMM
+ *        that stages the tile's terms in shared memory (v10, v11) loads it, once per tile.
+ */
+struct ColumnBias {
     const float *bias; /**< N entries, or NULL */
+    /** @brief bias[column], or 0 without a bias. */
+    __device__ __forceinline__ float column_term(int column) const { return bias ? __ldg(bias + column) : 0.0f; }
+};
+
+/** @brief The fused epilogue of v3–v10 (see above). */
+template <int KIND>
+struct BiasGelu : ColumnBias {
     /** @brief GELU(value + bias[column]). */
     __device__ __forceinline__ float operator()(float value, int column) const
     {
         if (bias) value += __ldg(bias + column);
         return activate(KIND, value);
     }
-    /** @brief The same in two steps, for a GEMM that stages the tile's terms in shared memory (v10):
-     *         the column's term, loaded once per tile … */
-    __device__ __forceinline__ float column_term(int column) const { return bias ? __ldg(bias + column) : 0.0f; }
-    /** @brief … and GELU(value + term), per element. */
+    /** @brief The same in two steps, for a GEMM that stages the tile's terms (v10): GELU(value + term),
+     *         term = column_term(column) from shared memory. */
     __device__ __forceinline__ float finish(float value, float term) const { return activate(KIND, value + term); }
 };
 
@@ -92,10 +100,7 @@ struct BiasGelu {
  * @brief v11's epilogue: BiasGelu<GELU_TANH> with the hardware's tanh (gelu_tanh_hw),
  *        for a GEMM that stages the tile's bias (column_term / finish only).
  */
-struct BiasGeluHwTanh {
-    const float *bias; /**< N entries, or NULL */
-    /** @brief The column's term, loaded once per tile. */
-    __device__ __forceinline__ float column_term(int column) const { return bias ? __ldg(bias + column) : 0.0f; }
+struct BiasGeluHwTanh : ColumnBias {
     /** @brief GELU(value + term), per element. */
     __device__ __forceinline__ float finish(float value, float term) const { return gelu_tanh_hw(value + term); }
 };

@@ -13,16 +13,24 @@
 #include "gemm_hopper.cuh" /* stage 03: launch_hgemm_wgmma (v10), …_persistent (v11), …_tma_store (v12, v13) */
 #include "kernels.h"
 
+/** @brief One of stage 03's Hopper launchers on a's fp16 matrices, with the epilogue epi. */
+template <typename Launch, typename Epilogue>
+static const char *launch_fp16(const linear_args *a, Launch launch, Epilogue epi)
+{
+    return launch((const __half *)a->X, (const __half *)a->W, (__half *)a->Y, a->M, a->N, a->K, epi);
+}
+
 /** @brief v5, v6, v7, v9 or v10: one of stage 03's Hopper launchers with the epilogue of a->gelu. */
 template <typename Launch>
 static const char *launch_bias_gelu(const linear_args *a, Launch launch)
 {
-    const __half *X = (const __half *)a->X, *W = (const __half *)a->W;
-    __half *Y = (__half *)a->Y;
-    if (a->gelu == GELU_TANH) return launch(X, W, Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
-    if (a->gelu == GELU_NONE) return launch(X, W, Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
-    return launch(X, W, Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
+    if (a->gelu == GELU_TANH) return launch_fp16(a, launch, BiasGelu<GELU_TANH>{a->bias});
+    if (a->gelu == GELU_NONE) return launch_fp16(a, launch, BiasGelu<GELU_NONE>{a->bias});
+    return launch_fp16(a, launch, BiasGelu<GELU_ERF>{a->bias});
 }
+
+/** @brief v10's and v11's GEMM: stage 03's v13 with the epilogue's column terms staged in shared memory. */
+static constexpr auto v13_staged_columns = [](auto... args) { return launch_hgemm_wgmma_tma_store<true>(args..., true); };
 
 extern "C" const char *linear_v6_wgmma_persistent(const linear_args *a)
 {
@@ -46,14 +54,13 @@ extern "C" const char *linear_v9_wgmma_split_tail(const linear_args *a)
 
 extern "C" const char *linear_v10_staged_bias(const linear_args *a)
 {
-    return launch_bias_gelu(a, [](auto... args) { return launch_hgemm_wgmma_tma_store<true>(args..., true); });
+    return launch_bias_gelu(a, v13_staged_columns);
 }
 
 extern "C" const char *linear_v11_hw_tanh(const linear_args *a)
 {
     if (a->gelu != GELU_TANH) return linear_v10_staged_bias(a); /* the hardware tanh serves the tanh form only */
-    return launch_hgemm_wgmma_tma_store<true>((const __half *)a->X, (const __half *)a->W, (__half *)a->Y, a->M, a->N,
-                                              a->K, BiasGeluHwTanh{a->bias}, true);
+    return launch_fp16(a, v13_staged_columns, BiasGeluHwTanh{a->bias});
 }
 
 extern "C" void linear_sm90_release(void) { hopper_tail_release(); }

@@ -681,6 +681,45 @@ static cublasHandle_t attention_cublas(void)
 }
 
 /**
+ * @brief S = scale·Q[row0 … row0 + rows)·K[0 … keys)ᵀ for every head: fp32, rows × keys per head,
+ *        row-major; one strided-batched GEMM. Row-major S is column-major Sᵀ = K·Qᵀ: op(A) = T on K's
+ *        [d×N] column-major view, B = Q as is.
+ */
+static void scores_gemm(const attention_problem *p, int row0, int rows, int keys, float *S)
+{
+    long long head_elems = (long long)p->N * p->d;
+    float zero = 0.0f, scale = p->scale;
+    cudaDataType_t in = p->dtype == WB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    const char *q0 = (const char *)p->q + (size_t)row0 * p->d * wb_dtype_bytes(p->dtype);
+    WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_cublas(), CUBLAS_OP_T, CUBLAS_OP_N, keys, rows, p->d, &scale,
+                                               p->k, in, p->d, head_elems, q0, in, p->d, head_elems, &zero, S,
+                                               CUDA_R_32F, keys, (long long)rows * keys, p->B * p->H,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/**
+ * @brief O[row0 … row0 + rows) = P·V[0 … keys) for every head, P rows × keys per head (fp16 for fp16
+ *        storage, on tensor cores with fp32 accumulation; fp32 otherwise, TF32 off). Row-major O = P·V
+ *        is column-major Oᵀ = Vᵀ·Pᵀ: V and P as they are.
+ */
+static void pv_gemm(const attention_problem *p, int row0, int rows, int keys, const void *P)
+{
+    long long head_elems = (long long)p->N * p->d, p_elems = (long long)rows * keys;
+    float one = 1.0f, zero = 0.0f;
+    char *o0 = (char *)p->o + (size_t)row0 * p->d * wb_dtype_bytes(p->dtype);
+    if (p->dtype == WB_F16) {
+        WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_cublas(), CUBLAS_OP_N, CUBLAS_OP_N, p->d, rows, keys, &one,
+                                                   p->v, CUDA_R_16F, p->d, head_elems, P, CUDA_R_16F, keys, p_elems,
+                                                   &zero, o0, CUDA_R_16F, p->d, head_elems, p->B * p->H,
+                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else {
+        WB_CUBLAS_CHECK(cublasSgemmStridedBatched(attention_cublas(), CUBLAS_OP_N, CUBLAS_OP_N, p->d, rows, keys, &one,
+                                                  (const float *)p->v, p->d, head_elems, (const float *)P, keys,
+                                                  p_elems, &zero, (float *)o0, p->d, head_elems, p->B * p->H));
+    }
+}
+
+/**
  * @brief The peer — what a framework without a fused kernel does: cuBLAS
  *        writes S = scale·Q·Kᵀ to memory (strided-batched GEMM, one batch entry
  *        per head), stage 05's fastest softmax (v5) turns each row into P in
@@ -694,17 +733,11 @@ static const char *launch_unfused_cublas(const attention_problem *p)
 {
     if (!p->workspace || p->workspace_bytes < attention_unfused_workspace_bytes(p->B, p->H, p->N))
         return "needs a workspace of attention_unfused_workspace_bytes() (the score matrix)";
-    attention_cublas();
-    int N = p->N, d = p->d, batch = p->B * p->H;
+    int N = p->N, batch = p->B * p->H;
     long long scores = (long long)batch * N * N;
     float *S = p->workspace;
     __half *P16 = (__half *)(S + scores);
-    float one = 1.0f, zero = 0.0f, scale = p->scale;
-    /* row-major S = Q·Kᵀ is column-major Sᵀ = K·Qᵀ: op(A) = T on K's [d×N] column-major view, B = Q as is */
-    cudaDataType_t in = p->dtype == WB_F16 ? CUDA_R_16F : CUDA_R_32F;
-    WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_blas, CUBLAS_OP_T, CUBLAS_OP_N, N, N, d, &scale, p->k, in, d,
-                                               (long long)N * d, p->q, in, d, (long long)N * d, &zero, S, CUDA_R_32F,
-                                               N, (long long)N * N, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    scores_gemm(p, 0, N, N, S);
     /* one element per thread up to half a million blocks; past that the kernels stride (they are grid-stride loops) */
     int blocks = (int)((scores + 255) / 256 < 65535 * 8 ? (scores + 255) / 256 : 65535 * 8);
     if (p->causal) {
@@ -712,19 +745,11 @@ static const char *launch_unfused_cublas(const attention_problem *p)
         WB_CHECK_LAUNCH("mask_future_keys");
     }
     if (const char *why = softmax_variants[softmax_variant_count - 1].launch(WB_F32, S, S, batch * N, N)) return why;
-    /* row-major O = P·V is column-major Oᵀ = Vᵀ·Pᵀ: V and P as they are */
     if (p->dtype == WB_F16) {
         probabilities_to_half<<<blocks, 256>>>(S, P16, scores);
         WB_CHECK_LAUNCH("probabilities_to_half");
-        WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_blas, CUBLAS_OP_N, CUBLAS_OP_N, d, N, N, &one, p->v,
-                                                   CUDA_R_16F, d, (long long)N * d, P16, CUDA_R_16F, N,
-                                                   (long long)N * N, &zero, p->o, CUDA_R_16F, d, (long long)N * d,
-                                                   batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    } else {
-        WB_CUBLAS_CHECK(cublasSgemmStridedBatched(attention_blas, CUBLAS_OP_N, CUBLAS_OP_N, d, N, N, &one,
-                                                  (const float *)p->v, d, (long long)N * d, S, N, (long long)N * N,
-                                                  &zero, (float *)p->o, d, (long long)N * d, batch));
     }
+    pv_gemm(p, 0, N, N, p->dtype == WB_F16 ? (const void *)P16 : (const void *)S);
     return NULL;
 }
 
@@ -797,39 +822,21 @@ static const char *launch_chunked(const attention_problem *p)
         if (need > free_b / 2) return "needs a B*H*256*N score chunk (6 bytes a score): too large for this GPU";
         wb_device_reserve((void **)&chunk_scores, &chunk_scores_bytes, need, "v6's score chunk");
     }
-    cublasHandle_t blas = attention_cublas();
-    int N = p->N, d = p->d, batch = p->B * p->H, R = N < ATTENTION_CHUNK_ROWS ? N : ATTENTION_CHUNK_ROWS;
-    size_t es = wb_dtype_bytes(p->dtype);
-    cudaDataType_t in = p->dtype == WB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    int N = p->N, batch = p->B * p->H, R = N < ATTENTION_CHUNK_ROWS ? N : ATTENTION_CHUNK_ROWS;
     float *S = chunk_scores;
     __half *P16 = (__half *)(S + (size_t)batch * R * N);
-    float one = 1.0f, zero = 0.0f, scale = p->scale;
-    long long head_elems = (long long)N * d;
     for (int row0 = 0; row0 < N; row0 += R) {
         int rows = N - row0 < R ? N - row0 : R, keys = p->causal ? row0 + rows : N;
-        const char *q0 = (const char *)p->q + (size_t)row0 * d * es;
-        char *o0 = (char *)p->o + (size_t)row0 * d * es;
-        /* S (rows × keys per head, row-major) = scale·Q[row0 …]·K[0 … keys)ᵀ: column-major Sᵀ = K·Qᵀ, as the peer */
-        WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, keys, rows, d, &scale, p->k, in, d,
-                                                   head_elems, q0, in, d, head_elems, &zero, S, CUDA_R_32F, keys,
-                                                   (long long)rows * keys, batch, CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT));
+        scores_gemm(p, row0, rows, keys, S); /* the chunk's rows × keys per head */
         unsigned blocks = (unsigned)((long long)batch * rows);
         if (p->dtype == WB_F16) {
             chunk_softmax_lse<__half><<<blocks, 256>>>(S, P16, p->lse, rows, keys, row0, N, p->causal);
             WB_CHECK_LAUNCH("chunk_softmax_lse<half>");
-            /* O[row0 …] (rows × d) = P·V[0 … keys): column-major Oᵀ = Vᵀ·Pᵀ, as the peer */
-            WB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, d, rows, keys, &one, p->v,
-                                                       CUDA_R_16F, d, head_elems, P16, CUDA_R_16F, keys,
-                                                       (long long)rows * keys, &zero, o0, CUDA_R_16F, d, head_elems,
-                                                       batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            pv_gemm(p, row0, rows, keys, P16);
         } else {
             chunk_softmax_lse<float><<<blocks, 256>>>(S, S, p->lse, rows, keys, row0, N, p->causal);
             WB_CHECK_LAUNCH("chunk_softmax_lse<float>");
-            WB_CUBLAS_CHECK(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, d, rows, keys, &one,
-                                                      (const float *)p->v, d, head_elems, S, keys,
-                                                      (long long)rows * keys, &zero, (float *)o0, d, head_elems,
-                                                      batch));
+            pv_gemm(p, row0, rows, keys, S);
         }
     }
     return NULL;
