@@ -296,8 +296,8 @@ T4_ROOF = {"GB/s": 320.0, "fp32": 8.1, "tensor": 65.0}
 MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "tensor": 989.0}}
 # Variants that need more than sm_75 (each stage's table of variants says so:
 # min_cc): they do not run on a T4 at all.
-NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90"},
-               "04": {"v4": "sm_80", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90"},
+NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90"},
+               "04": {"v4": "sm_80", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90"},
                "06": {"v5": "sm_80"}, "10": {"v2": "sm_80", "v4": "sm_80"}}
 # Stage 10's variants that store fp16 (2 bytes a weight; the others fp32).
 STAGE10_FP16 = ("v2", "v4")

@@ -49,14 +49,17 @@
  *        problems too small to give every SM a 128×256 tile (see launch_hgemm_wgmma).
  *        STAGES is 4 for v10; v11 gives one stage up for its own epilogue buffer.
  */
-template <int BN_, int STAGES_ = 4>
+template <int BN_, int STAGES_ = 4, int CONSUMERS_ = 2>
 struct HopperTile {
-    static constexpr int BM = 128;       /**< rows of C per block: 64 per consumer warpgroup */
+    static constexpr int CONSUMERS = CONSUMERS_; /**< warpgroups that multiply: 2, or 3 for v14's 192-row tile */
+    static constexpr int BM = 64 * CONSUMERS;    /**< rows of C per block: 64 per consumer warpgroup */
     static constexpr int BN = BN_;       /**< columns of C per block: one wgmma wide */
     static constexpr int BK = 64;        /**< K per stage: 64 halves = 128 bytes, the swizzle's span */
     static constexpr int STAGES = STAGES_; /**< tiles in flight */
-    static constexpr int CONSUMERS = 2;  /**< warpgroups that multiply */
     static constexpr int THREADS = 128 * (1 + CONSUMERS); /**< plus one producer warpgroup */
+    /** Registers per consumer thread once the producer (40 a thread) has given its own back: the 64K of
+     *  the SM shared out, a multiple of 8 (setmaxnreg's unit): 232 for 2 consumers, 152 for 3 */
+    static constexpr int CONSUMER_REGS = (65536 - 128 * 40) / (128 * CONSUMERS) / 8 * 8;
     static constexpr int B_BOX_N = 64;   /**< columns of B per TMA box: 128 bytes, the swizzle's span */
     static constexpr int A_BYTES = BM * BK * 2;             /**< one stage of A: 16 KB */
     static constexpr int B_BOX_BYTES = BK * B_BOX_N * 2;    /**< one box of B: 8 KB */
@@ -751,14 +754,22 @@ static const char *launch_hgemm_wgmma_persistent(const __half *A, const __half *
 
 /** @brief v12's shape: v11's 128×256 tile and 3 stages. */
 using StoreTile = HopperTile<256, 3>;
-/** @brief The output tile as TMA stores it: 4 boxes of 128 rows × 64 halves (128 bytes, the swizzle's span). */
+/** @brief v14's other shape: 192×128, three consumer warpgroups of 64×128, 4 stages of 40 KB. */
+using TallTile = HopperTile<128, 4, 3>;
+/** @brief The output tile as TMA stores it: boxes of BM rows × 64 halves (128 bytes, the swizzle's span). */
 constexpr int STORE_BOX_COLS = 64;
-/** @brief Bytes of one output box (16 KB). */
-constexpr int STORE_BOX_BYTES = StoreTile::BM * STORE_BOX_COLS * 2;
-/** @brief v12's dynamic shared memory: 3 stages (144 KB), the fp16 output tile (64 KB), 1024 to align. */
+/** @brief Bytes of one output box (16 KB for v12's 128 rows). */
+template <typename T>
+__host__ __device__ constexpr int store_box_bytes()
+{
+    return T::BM * STORE_BOX_COLS * 2;
+}
+/** @brief v12's dynamic shared memory: 3 stages (144 KB), the fp16 output tile (64 KB), 1024 to align
+ *         (v14's tall tile: 4 × 40 KB + 48 KB + 1024). */
+template <typename T = StoreTile>
 constexpr int tma_store_smem_bytes()
 {
-    return StoreTile::STAGES * StoreTile::STAGE_BYTES + StoreTile::BN / STORE_BOX_COLS * STORE_BOX_BYTES + 1024;
+    return T::STAGES * T::STAGE_BYTES + T::BN / STORE_BOX_COLS * store_box_bytes<T>() + 1024;
 }
 
 /** @brief Most parts v13 cuts a tile of the last wave into. */
@@ -826,14 +837,14 @@ struct TileUnits {
  * which then reads two terms per shared-memory load and calls
  * `epi.finish(value, term)` instead of `epi(value, column)`.
  */
-template <bool STAGE_COLUMNS, typename Epilogue>
-__global__ void __launch_bounds__(StoreTile::THREADS, 1)
+template <typename T, bool STAGE_COLUMNS, typename Epilogue>
+__global__ void __launch_bounds__(T::THREADS, 1)
     hgemm_wgmma_tma_store(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                           const __grid_constant__ CUtensorMap map_c, TileUnits work, float *partials, int *counters,
                           int M, int N, Epilogue epi)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using T = StoreTile;
+    constexpr int BOX_BYTES = store_box_bytes<T>(), CONSUMER_THREADS = T::CONSUMERS * 128;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     /* aligned up to 1024 by an offset, not through an integer, so the compiler still knows it is shared memory
      * (STS, not generic stores with 64-bit addresses, in the epilogue) */
@@ -860,16 +871,17 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
         return;
     }
 
-    warpgroup_claim_registers<232>();
+    warpgroup_claim_registers<T::CONSUMER_REGS>();
     int half = warpgroup - 1, warp = t / 32, lane = t % 32, it = 0, ct = threadIdx.x - 128;
     int row = half * 64 + warp * 16 + lane / 4; /* accumulator rows row and row + 8 of the tile */
+    bool column_owner = T::BN >= CONSUMER_THREADS || ct < T::BN; /* one consumer thread per column stages its term */
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
         int tile, part, k_begin, k_end;
         work.unit(u, &tile, &part, &k_begin, &k_end);
         int tile_row = tile / work.tiles_n * T::BM, tile_col = tile % work.tiles_n * T::BN;
         float column_term = 0.0f; /* stage 04's v10: column tile_col + ct's bias, loaded while the mainloop runs */
         if constexpr (STAGE_COLUMNS)
-            if (tile_col + ct < N) column_term = epi.column_term(tile_col + ct);
+            if (column_owner && tile_col + ct < N) column_term = epi.column_term(tile_col + ct);
         float acc[T::ACC];
 #pragma unroll
         for (int i = 0; i < T::ACC; ++i) acc[i] = 0.0f;
@@ -887,10 +899,10 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
             int slot = tile - work.full_tiles;
             /* 16 bytes per access: a quarter of the instructions of 4-byte ones, here and in the merge below
              * (measured: within 1–3% of scalar accesses; the merge waits on L2 latency either way) */
-            float4 *mine = reinterpret_cast<float4 *>(partials) + ((long long)slot * work.parts + part) * T::ACC * 64;
+            float4 *mine = reinterpret_cast<float4 *>(partials) + ((long long)slot * work.parts + part) * T::ACC * CONSUMER_THREADS / 4;
 #pragma unroll
             for (int i = 0; i < T::ACC / 4; ++i) /* to L2 (another SM reads it), coalesced: 512 bytes per warp */
-                __stcg(mine + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+                __stcg(mine + i * CONSUMER_THREADS + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
             asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory"); /* all our partial is written */
             if (ct == 0) { /* one acq_rel atomic: releases the whole partial (the barrier orders the other threads'
                               stores before it) and acquires the partials of the pieces that counted before us */
@@ -901,10 +913,10 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
             if (!last_part) continue;
             for (int p = 0; p < work.parts; ++p) {
                 if (p == part) continue;
-                const float4 *theirs = reinterpret_cast<const float4 *>(partials) + ((long long)slot * work.parts + p) * T::ACC * 64;
+                const float4 *theirs = reinterpret_cast<const float4 *>(partials) + ((long long)slot * work.parts + p) * T::ACC * CONSUMER_THREADS / 4;
 #pragma unroll
                 for (int i = 0; i < T::ACC / 4; ++i) {
-                    float4 q = __ldcg(theirs + i * 256 + ct);
+                    float4 q = __ldcg(theirs + i * CONSUMER_THREADS + ct);
                     acc[4 * i] += q.x, acc[4 * i + 1] += q.y, acc[4 * i + 2] += q.z, acc[4 * i + 3] += q.w;
                 }
             }
@@ -912,7 +924,8 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
 
         /* the epilogue: TMA must have read the last tile out of the buffer before it is overwritten */
         if (ct == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-        if constexpr (STAGE_COLUMNS) column_terms[ct] = column_term; /* the last tile's epilogue read its copy before the
+        if constexpr (STAGE_COLUMNS)
+            if (column_owner) column_terms[ct] = column_term; /* the last tile's epilogue read its copy before the
                                                                barrier that preceded its store */
         asm volatile("bar.sync 1, %0;\n" ::"n"(T::CONSUMERS * 128) : "memory");
 #pragma unroll
@@ -928,7 +941,7 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
             } else if (tile_col + j * 8 < N) { /* N is a multiple of 8: these 8 columns are all in, or all out */
                 v0 = epi(v0, gc), v1 = epi(v1, gc + 1), v2 = epi(v2, gc), v3 = epi(v3, gc + 1);
             }
-            unsigned char *box = out + (j / 8) * STORE_BOX_BYTES; /* 8 chunks of 8 columns per box */
+            unsigned char *box = out + (j / 8) * BOX_BYTES; /* 8 chunks of 8 columns per box */
             int chunk = j % 8, byte = (lane % 4) * 4;
             *reinterpret_cast<__half2 *>(box + row * 128 + ((chunk ^ (row % 8)) * 16) + byte) = __floats2half2_rn(v0, v1);
             *reinterpret_cast<__half2 *>(box + (row + 8) * 128 + ((chunk ^ ((row + 8) % 8)) * 16) + byte) =
@@ -939,7 +952,7 @@ __global__ void __launch_bounds__(StoreTile::THREADS, 1)
         if (ct == 0) {
 #pragma unroll
             for (int b = 0; b < T::BN / STORE_BOX_COLS; ++b)
-                if (tile_col + b * STORE_BOX_COLS < N) tma_store_2d(&map_c, out + b * STORE_BOX_BYTES, tile_col + b * STORE_BOX_COLS, tile_row);
+                if (tile_col + b * STORE_BOX_COLS < N) tma_store_2d(&map_c, out + b * BOX_BYTES, tile_col + b * STORE_BOX_COLS, tile_row);
             asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
         }
     }
@@ -962,7 +975,8 @@ static size_t tail_partials_bytes = 0, tail_counters_bytes = 0;
 
 /**
  * @brief Launch v12 (split_tail false) or v13 with an epilogue: v10's contract,
- *        128×256 tiles, min(units, SMs) blocks.
+ *        T's tiles (v12's and v13's 128×256; v14 may take TallTile's 192×128),
+ *        min(units, SMs) blocks.
  *
  * v13 splits the last wave when it is at most half full: with r tiles left over
  * after the whole waves, each is cut into min(4, SMs / r, k-tiles) parts.
@@ -970,21 +984,22 @@ static size_t tail_partials_bytes = 0, tail_counters_bytes = 0;
  * memory; the epilogue must then have `column_term(column)` and `finish(value, term)`.
  * @return NULL, or why it cannot take the shape or the GPU
  */
-template <bool STAGE_COLUMNS = false, typename Epilogue>
+template <bool STAGE_COLUMNS = false, typename T = StoreTile, typename Epilogue>
 static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B, __half *C, int M, int N, int K,
                                                 Epilogue epi, bool split_tail)
 {
-    using T = StoreTile;
     long long tiles = (long long)((M + T::BM - 1) / T::BM) * ((N + T::BN - 1) / T::BN);
     if (tiles * TAIL_SPLIT_MAX > 0x7fffffff) return "needs fewer than 2^29 tiles";
     CUtensorMap map_a, map_b, map_c;
     int bn, sms;
     if (const char *why = hopper_gemm_setup(A, B, C, M, N, K, &map_a, &map_b, &bn, &sms)) return why;
+    if (T::BM != HopperTile<256>::BM) /* A's boxes are as tall as the tile */
+        if (const char *why = make_tensor_map(&map_a, A, M, K, T::BM, T::BK)) return why;
     if (const char *why = make_tensor_map(&map_c, C, M, N, T::BM, STORE_BOX_COLS)) return why;
-    static bool configured = false; /* one per epilogue type (a graph capture never configures) */
+    static bool configured = false; /* one per tile and epilogue type (a graph capture never configures) */
     if (!configured) {
-        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma_store<STAGE_COLUMNS, Epilogue>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, tma_store_smem_bytes()));
+        WB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_wgmma_tma_store<T, STAGE_COLUMNS, Epilogue>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, tma_store_smem_bytes<T>()));
         configured = true;
     }
     TileUnits work = {(N + T::BN - 1) / T::BN, (int)tiles, (int)tiles, 1, (K + T::BK - 1) / T::BK};
@@ -997,17 +1012,55 @@ static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B
             work.full_tiles = (int)(tiles - left), work.parts = parts;
             /* grown before the timed runs (the first call of a shape) */
             wb_device_reserve((void **)&tail_partials, &tail_partials_bytes,
-                              (size_t)left * parts * T::ACC * 256 * sizeof(float), "v13's partial tiles");
+                              (size_t)left * parts * T::BM * T::BN * sizeof(float), "v13's partial tiles");
             if (wb_device_reserve((void **)&tail_counters, &tail_counters_bytes, sizeof(int) * (size_t)left,
                                   "v13's tile counters")) /* zero once: the last part of each tile resets its counter */
                 WB_CUDA_CHECK(cudaMemset(tail_counters, 0, tail_counters_bytes));
         }
     }
     int units = work.count(), blocks = units < sms ? units : sms;
-    hgemm_wgmma_tma_store<STAGE_COLUMNS><<<blocks, T::THREADS, tma_store_smem_bytes()>>>(
+    hgemm_wgmma_tma_store<T, STAGE_COLUMNS><<<blocks, T::THREADS, tma_store_smem_bytes<T>()>>>(
         map_a, map_b, map_c, work, tail_partials, tail_counters, M, N, epi);
     WB_CHECK_LAUNCH("hgemm_wgmma_tma_store");
     return NULL;
+}
+
+/**
+ * @brief Which tile v14 takes for an M×N output on `sms` SMs: true for TallTile
+ *        (192×128), false for v13's 128×256.
+ *
+ * One block per SM, so a launch takes ⌈tiles / SMs⌉ waves, each as long as one
+ * tile. A 192×128 tile is 3/4 of a 128×256 one's work, so (at the same rate) its
+ * wave takes 3/4 of the time: the tall tile wins when 3·waves(tall) < 4·waves(wide).
+ * At 8192×768 on 132 SMs: 192 wide tiles are 2 waves (the second 45% full), 258 tall
+ * ones 1.95 → 2 waves of 3/4, 1.5 in all. Ties go to the wide tile, which loads
+ * fewer bytes per FLOP (85 against 77 FLOP per byte of A and B).
+ */
+static bool hopper_tall_tile_wins(int M, int N, int sms)
+{
+    long long wide = (long long)((M + StoreTile::BM - 1) / StoreTile::BM) * ((N + StoreTile::BN - 1) / StoreTile::BN);
+    long long tall = (long long)((M + TallTile::BM - 1) / TallTile::BM) * ((N + TallTile::BN - 1) / TallTile::BN);
+    long long waves_wide = (wide + sms - 1) / sms, waves_tall = (tall + sms - 1) / sms;
+#ifdef WB_HOPPER_FORCE_TILE /* 192 or 256: measure one tile everywhere */
+    return WB_HOPPER_FORCE_TILE == 192;
+#endif
+    return 3 * waves_tall < 4 * waves_wide;
+}
+
+/**
+ * @brief Launch v14 with an epilogue: v13 with the tile shape chosen from the waves
+ *        it makes (hopper_tall_tile_wins); the last wave is split along K as v13's.
+ * @return NULL, or why it cannot take the shape or the GPU
+ */
+template <bool STAGE_COLUMNS = false, typename Epilogue>
+static const char *launch_hgemm_wgmma_tile_from_waves(const __half *A, const __half *B, __half *C, int M, int N, int K,
+                                                      Epilogue epi)
+{
+    int cc, sms;
+    wb_current_gpu(&cc, &sms);
+    if (M >= 1 && N >= 1 && hopper_tall_tile_wins(M, N, sms))
+        return launch_hgemm_wgmma_tma_store<STAGE_COLUMNS, TallTile>(A, B, C, M, N, K, epi, true);
+    return launch_hgemm_wgmma_tma_store<STAGE_COLUMNS, StoreTile>(A, B, C, M, N, K, epi, true);
 }
 
 #endif /* STAGE03_GEMM_HOPPER_CUH */

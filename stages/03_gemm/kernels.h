@@ -70,6 +70,13 @@ const char *gemm_v12_wgmma_tma_store(const void *A, const void *B, void *C, int 
  */
 const char *gemm_v13_wgmma_split_tail(const void *A, const void *B, void *C, int M, int N, int K);
 
+/**
+ * @brief v14, v13 with the tile's shape chosen from the waves it makes: 128×256, or
+ *        192×128 (three consumer warpgroups) when that shape's waves, each 3/4 as long,
+ *        end sooner. Same contract and library as v10.
+ */
+const char *gemm_v14_wgmma_tile_from_waves(const void *A, const void *B, void *C, int M, int N, int K);
+
 /** @brief Free the Hopper library's workspace (v13's partial tiles); gemm_release calls it. */
 void gemm_sm90_release(void);
 

@@ -27,7 +27,7 @@
 /** @brief Rows of C the reference computes for a large product. */
 #define SAMPLED_ROWS 64
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "v10", "v11", "v12", "v13", "cublas-h", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "cublas-h", NULL};
 
 /** One problem: A, B and C on host and device, in one precision. */
 typedef struct {
@@ -186,7 +186,8 @@ static int check_sweep(const wb_device *dev, const wb_common_opts *opt)
                                     {33, 65, 17},    {64, 64, 64},     {127, 129, 65}, {128, 128, 128},
                                     {129, 257, 31},  {257, 255, 253},  {1000, 999, 998}, {4097, 67, 33},
                                     {31, 4097, 129}, {1, 8, 8},        {129, 264, 72}, {333, 520, 1032},
-                                    {4097, 264, 136}, {4097, 1000, 520}, {8192, 3072, 768}};
+                                    {4097, 264, 136}, {4097, 1000, 520}, {8192, 3072, 768},
+                                    {26879, 120, 200}}; /* v14: 140 tiles of 192x128 on 132 SMs, the last 8 split */
     int checks = 0, failed = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];

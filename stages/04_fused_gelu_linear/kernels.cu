@@ -405,6 +405,7 @@ extern "C" const linear_variant linear_variants[] = {
     {"v9", "v7 + the last wave's tiles split along K (v13)", WB_F16, 0, 90, 1, linear_v9_wgmma_split_tail},
     {"v10", "v9 + the tile's bias staged in shared memory", WB_F16, 0, 90, 1, linear_v10_staged_bias},
     {"v11", "v10 + GELU on the hardware's tanh", WB_F16, 0, 90, 1, linear_v11_hw_tanh},
+    {"v12", "v11 + the tile shape from the waves (v14)", WB_F16, 0, 90, 1, linear_v12_tile_from_waves},
     {"cublas-h", "cuBLAS HGEMM + our bias+GELU kernel (peer)", WB_F16, 1, 75, 3, peer_cublas_f16},
     {"cublaslt-h", "cuBLASLt fp16, GELU_BIAS epilogue (peer)", WB_F16, 1, 75, 1, peer_cublaslt_f16},
 };

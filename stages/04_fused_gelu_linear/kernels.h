@@ -97,6 +97,13 @@ const char *linear_v10_staged_bias(const linear_args *a);
  */
 const char *linear_v11_hw_tanh(const linear_args *a);
 
+/**
+ * @brief v12: v11 on stage 03's v14, which takes 192×128 tiles where their waves
+ *        end sooner than 128×256 ones (the deep 8192×768 output: 2 waves of 3/4 a
+ *        wide tile's time instead of 2 whole ones). sm_90a.
+ */
+const char *linear_v12_tile_from_waves(const linear_args *a);
+
 /** @brief Free the Hopper library's workspace (v9's and v10's partial tiles); linear_release calls it. */
 void linear_sm90_release(void);
 

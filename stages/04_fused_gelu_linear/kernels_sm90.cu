@@ -4,7 +4,8 @@
  *        v10, the Hopper GEMM (TMA + wgmma), of v11, the same made persistent, of v12,
  *        whose epilogue runs in registers and stores by TMA, and of v13, which also splits
  *        the last wave of tiles along K; v10 is v9 with the tile's bias staged in shared
- *        memory, v11 is v10 with the hardware's tanh. Built for sm_90a only, in a library
+ *        memory, v11 is v10 with the hardware's tanh, v12 is v11 on stage 03's v14 (its tile
+ *        shape chosen from the waves). Built for sm_90a only, in a library
  *        of its own.
  */
 #include <cuda_fp16.h>
@@ -61,6 +62,15 @@ extern "C" const char *linear_v11_hw_tanh(const linear_args *a)
 {
     if (a->gelu != GELU_TANH) return linear_v10_staged_bias(a); /* the hardware tanh serves the tanh form only */
     return launch_fp16(a, v13_staged_columns, BiasGeluHwTanh{a->bias});
+}
+
+/** @brief v12's GEMM: stage 03's v14 (the tile from the waves), column terms staged as v10's. */
+static constexpr auto v14_staged_columns = [](auto... args) { return launch_hgemm_wgmma_tile_from_waves<true>(args...); };
+
+extern "C" const char *linear_v12_tile_from_waves(const linear_args *a)
+{
+    if (a->gelu != GELU_TANH) return launch_bias_gelu(a, v14_staged_columns); /* as v11: tanh.approx serves tanh only */
+    return launch_fp16(a, v14_staged_columns, BiasGeluHwTanh{a->bias});
 }
 
 extern "C" void linear_sm90_release(void) { hopper_tail_release(); }

@@ -28,7 +28,7 @@
 /** @brief Rows of Y the reference computes for a large product. */
 #define SAMPLED_ROWS 64
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v8", "cublas", "cublaslt", "v4", "v5", "v6", "v7", "v9", "v10", "v11", "cublas-h", "cublaslt-h", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v8", "cublas", "cublaslt", "v4", "v5", "v6", "v7", "v9", "v10", "v11", "v12", "cublas-h", "cublaslt-h", NULL};
 static const char *const gelu_choices[] = {"tanh", "erf", NULL};
 
 /** One problem: X, W, b and Y on host and device, in one precision. */
@@ -234,7 +234,8 @@ static int check_sweep(const wb_device *dev, const wb_common_opts *opt, int with
     static const int shapes[][3] = {{1, 1, 1},       {3, 5, 7},        {17, 31, 29},     {64, 64, 64},
                                     {127, 129, 65},  {128, 256, 64},   {257, 264, 72},   {33, 3072, 768},
                                     {1000, 768, 3072}, {4097, 72, 40}, {4097, 1000, 520}, {8192, 3072, 768},
-                                    {129, 136, 1100}, {333, 517, 2051}}; /* the last two: v8 splits K (2, 4 chunks) */
+                                    {129, 136, 1100}, {333, 517, 2051}, /* these two: v8 splits K (2, 4 chunks) */
+                                    {8192, 768, 3072}, {26879, 120, 200}}; /* v12's 192x128 tiles; the last 8 split */
     int checks = 0, failed = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
