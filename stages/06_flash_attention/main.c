@@ -26,10 +26,16 @@ static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
 /**
  * Tolerances per precision (see the page). fp32: the variants' fp32 sums over up
- * to 4096 keys and `ex2.approx`. fp16: O is rounded to fp16 (2^-11 relative) and
- * the tensor-core variants round P to fp16 before P·V. L is always fp32 math.
+ * to 4096 keys and `ex2.approx`; a score is a d-term fp32 dot product whose rounding
+ * grows with d (about 1e-7 per term, as stage 03's), and an error ε in a score moves
+ * O by up to about ε: O's atol grows by 2e-8 per element of d (measured at d 1024,
+ * N 2700, rising scores: the peer's cuBLAS scores put O 2.3e-5 from the reference).
+ * fp16: O is rounded to fp16 (2^-11 relative) and the tensor-core variants round P
+ * to fp16 before P·V. L is always fp32 math.
  */
-static const wb_tolerance o_tol_f32 = {2e-5, 2e-4}, o_tol_f16 = {1e-3, 4e-3};
+static const wb_tolerance o_tol_f16 = {1e-3, 4e-3};
+/** @brief O's fp32 tolerance at head dimension d. */
+static wb_tolerance o_tol_f32(int d) { return (wb_tolerance){2e-5 + 2e-8 * d, 2e-4}; }
 static const wb_tolerance lse_tol = {2e-4, 2e-5};
 
 /**
@@ -179,7 +185,7 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
     char label[96];
     snprintf(label, sizeof label, "%s B%d H%d N%d d%d%s O", attention_variants[j->index].id, p->a.B, p->a.H,
              p->a.N, p->a.d, p->a.causal ? " causal" : "");
-    wb_tolerance tol = p->a.dtype == WB_F16 ? o_tol_f16 : o_tol_f32;
+    wb_tolerance tol = p->a.dtype == WB_F16 ? o_tol_f16 : o_tol_f32(p->a.d);
     *res = wb_compare_rows(p->got_o, p->ref_o, (int)p->rows, p->a.d, p->check_rows, p->n_check_rows, tol, label);
     if (!attention_variants[j->index].writes_lse) return NULL; /* the peer: O only */
     label[strlen(label) - 1] = 'L';
