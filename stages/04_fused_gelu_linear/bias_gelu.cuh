@@ -10,15 +10,8 @@
 /** @brief Include guard. */
 #define STAGE04_BIAS_GELU_CUH
 
-#include "gelu.h" /* gelu_kind */
-
-/** @brief 2^x on the special-function unit (one MUFU.EX2; results below 2^-126 flush to 0). */
-static __device__ __forceinline__ float exp2_approx(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
+#include "fast_math.cuh" /* exp2_approx */
+#include "gelu.h"         /* gelu_kind */
 
 /**
  * @brief GELU, tanh approximation (GPT-2's gelu_new): 0.5·x·(1 + tanh(u)),
