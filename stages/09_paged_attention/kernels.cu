@@ -18,7 +18,6 @@
 #include <stdint.h>
 
 #include "02_reduction/block_reduce.cuh" /* stage 02: block_allreduce */
-#include "03_gemm/mma_ptx.cuh"          /* stage 03: cp_async_16/commit/wait, for v6 */
 #include "08_paged_kv_cache/kernels.h" /* stage 08's gather, for v1 */
 #include "cuda_check.h"
 #include "dependent_launch.cuh" /* stage 10 launches the decode kernel as a programmatic dependent */
@@ -41,7 +40,6 @@
 /** @brief Rows of K and V through the block table: token t of sequence b is in page table[b][t / bs]. */
 struct PagedRows {
     static constexpr bool LEAN = false; /**< v1–v4's inner loop */
-    static constexpr int RING = 0;      /**< tiles through shared memory (v6); 0: straight into registers */
     const int *tables;  /**< [B][max_pages] */
     int max_pages;      /**< table width */
     int block_size;     /**< tokens per page */
@@ -70,7 +68,6 @@ struct PagedRows {
  */
 struct PagedRowsFast {
     static constexpr bool LEAN = true; /**< v5's inner loop goes with these rows (paged_decode_partition) */
-    static constexpr int RING = 0;     /**< straight into registers */
     const int *tables;   /**< [B][max_pages] */
     int max_pages;       /**< table width */
     unsigned block_size; /**< tokens per page, at most 4096 */
@@ -86,29 +83,9 @@ struct PagedRowsFast {
     }
 };
 
-#ifndef V6_RING
-/** @brief v6's tiles in flight per warp, through shared memory: RING − 1 ahead of the one computed. */
-#define V6_RING 4
-#endif
-#ifndef V6_PASSES
-/** @brief v6's 16-byte loads of K (and of V) per lane per tile, for every group size. */
-#define V6_PASSES 2
-#endif
-
-/**
- * @brief v6's rows: v5's, fetched through a ring of V6_RING tiles per warp in
- *        shared memory by `cp.async` (sm_80+), which copies global to shared
- *        memory without passing through registers — so the tiles in flight cost
- *        shared memory, not registers.
- */
-struct PagedRowsRing : PagedRowsFast {
-    static constexpr int RING = V6_RING; /**< tiles per warp's ring */
-};
-
 /** @brief Rows of a contiguous [B][Hkv][max_len][d] cache (v1, after stage 08's gather). */
 struct ContiguousRows {
     static constexpr bool LEAN = false; /**< v1's inner loop */
-    static constexpr int RING = 0;      /**< straight into registers */
     int max_len;  /**< token axis length */
     int Hkv;      /**< KV heads */
     /** @brief The row of token t, KV head h, of sequence b. */
@@ -199,7 +176,6 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     constexpr int EP = Vec16<T>::N, CHUNKS = D / EP, TOKENS_PER_PASS = 32 / CHUNKS;
     constexpr int TILE = PASSES * TOKENS_PER_PASS;
     constexpr bool LEAN = Rows::LEAN; /* v5's inner loop (PagedRowsFast) */
-    constexpr int RING = Rows::RING;  /* v6: tiles in flight through shared memory (PagedRowsRing) */
     __shared__ float warp_m[G][DECODE_WARPS], warp_l[G][DECODE_WARPS], warp_o[G][DECODE_WARPS][D];
     /* launched as a programmatic dependent (stage 10's decode step): nothing is read before the kernel
      * ahead, which wrote q and the new token's K and V, has finished. Launched normally, it does nothing. */
@@ -239,43 +215,14 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
             }
         }
     };
-    /* v6: this warp's ring of RING tiles in shared memory, [slot][K, V][pass][lane]; each lane reads back only
-     * the 16-byte chunks it copied itself, so waiting for its own copies (cp.async.wait_group) is enough */
-    extern __shared__ uint4 ring_smem[];
-    uint4 *ring = ring_smem + warp * (RING > 0 ? RING : 1) * 2 * PASSES * 32;
-    auto issue_tile = [&](int t0, int slot) { /* v6: one tile's copies, as one group (empty past the end) */
-        if (t0 < t_end)
-#pragma unroll
-            for (int p = 0; p < PASSES; ++p) {
-                long long off = rows.row(b, kvh, min(t0 + p * TOKENS_PER_PASS + sub, t_end - 1)) * D + c * EP;
-                cp_async_16(ring + ((slot * 2 + 0) * PASSES + p) * 32 + lane, k_pool + off, 16);
-                cp_async_16(ring + ((slot * 2 + 1) * PASSES + p) * 32 + lane, v_pool + off, 16);
-            }
-        cp_async_commit();
-    };
     uint4 kr[PASSES], vr[PASSES], k_next[PASSES], v_next[PASSES];
     constexpr int STEP = DECODE_WARPS * TILE; /* the warps take tiles in turn */
-    int t_first = t_begin + warp * TILE, slot = 0;
-    if constexpr (RING > 0) {
-#pragma unroll
-        for (int i = 0; i < RING - 1; ++i) issue_tile(t_first + i * STEP, i);
-    } else if (t_first < t_end) {
-        load_tile(t_first, kr, vr);
-    }
+    if (t_begin + warp * TILE < t_end) load_tile(t_begin + warp * TILE, kr, vr);
     /* v5 (LEAN): two tiles per trip, so "next becomes current" is a renaming of registers, not 4·PASSES moves */
-#pragma unroll(LEAN && RING == 0 ? 2 : 1)
-    for (int t0 = t_first; t0 < t_end; t0 += STEP) {
-        if constexpr (RING > 0) { /* v6: the tile RING − 1 ahead into the slot freed last trip; then this one */
-            issue_tile(t0 + (RING - 1) * STEP, (slot + RING - 1) % RING);
-            cp_async_wait<RING - 1>();
-#pragma unroll
-            for (int p = 0; p < PASSES; ++p)
-                kr[p] = ring[((slot * 2 + 0) * PASSES + p) * 32 + lane], vr[p] = ring[((slot * 2 + 1) * PASSES + p) * 32 + lane];
-            slot = (slot + 1) % RING;
-        } else if (t0 + STEP < t_end) {
-            /* software pipeline: the next tile's loads are in flight while this one is computed */
-            load_tile(t0 + STEP, k_next, v_next);
-        }
+#pragma unroll(LEAN ? 2 : 1)
+    for (int t0 = t_begin + warp * TILE; t0 < t_end; t0 += STEP) {
+        /* software pipeline: the next tile's loads are in flight while this one is computed */
+        if (t0 + STEP < t_end) load_tile(t0 + STEP, k_next, v_next);
         float s[G][PASSES], tile_max[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
@@ -325,9 +272,8 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
                 for (int k = 0; k < EP; ++k) acc[g][k] += pr * vf[k];
             }
         }
-        if constexpr (RING == 0)
 #pragma unroll
-            for (int p = 0; p < PASSES; ++p) kr[p] = k_next[p], vr[p] = v_next[p];
+        for (int p = 0; p < PASSES; ++p) kr[p] = k_next[p], vr[p] = v_next[p];
     }
     /* the warp's result: add over the lanes that hold the same chunk (different tokens) */
 #pragma unroll
@@ -430,13 +376,6 @@ static const char *decode_contract(const decode_problem *p)
  * @brief Blocks of one kernel that fit the GPU at once (occupancy × SMs), asked
  *        once per kernel: the partition rules below run on every decode step's launch.
  */
-/** @brief Dynamic shared memory of a block: v6's rings (RING tiles of K and V per warp), or none. */
-template <class Rows, int PASSES>
-static constexpr size_t ring_bytes(void)
-{
-    return (size_t)DECODE_WARPS * Rows::RING * 2 * PASSES * 32 * sizeof(uint4);
-}
-
 template <typename T, int D, class Rows, int G, int PASSES>
 static long long resident_blocks(void)
 {
@@ -444,7 +383,7 @@ static long long resident_blocks(void)
     if (!sms) {
         wb_current_gpu(NULL, &sms);
         WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, paged_decode_partition<T, D, Rows, G, PASSES>, DECODE_WARPS * 32, ring_bytes<Rows, PASSES>()));
+            &per_sm, paged_decode_partition<T, D, Rows, G, PASSES>, DECODE_WARPS * 32, 0));
     }
     return (long long)sms * (per_sm > 0 ? per_sm : 1);
 }
@@ -513,7 +452,7 @@ static const char *launch_decode_typed(const decode_problem *p, Rows rows, const
     }
     wb_launch_config launch; /* stage 10's decode step launches it as a dependent; the stage's own runs plainly */
     cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3(max_parts, p->Hq / G, p->B), dim3(DECODE_WARPS * 32),
-                                                    ring_bytes<Rows, PASSES>(), p->dependent_launch);
+                                                    0, p->dependent_launch);
     WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, paged_decode_partition<T, D, Rows, G, PASSES>, (const T *)p->q,
                                      (const T *)k, (const T *)v, rows, p->lens, (T *)p->o, part_m, part_l, part_o,
                                      p->counters, p->Hq, p->Hkv, partition, max_parts, p->scale * LOG2E));
@@ -639,44 +578,6 @@ static const char *launch_paged_lean(const decode_problem *p)
                       : launch_grouped_typed<__half, 128, PagedRowsFast>(p, rows);
 }
 
-/** @brief v6 for one storage type and head size: v4's groups, V6_PASSES loads per lane per tile for all. */
-template <typename T, int D>
-static const char *launch_ring_typed(const decode_problem *p, PagedRowsRing rows)
-{
-    static_assert(ring_bytes<PagedRowsRing, V6_PASSES>() <= 48 * 1024, "v6's rings fit the default shared memory");
-    int group = p->Hq / p->Hkv;
-    if (group % 4 == 0) return launch_decode_typed<T, D, PagedRowsRing, 4, V6_PASSES>(p, rows, p->k_pool, p->v_pool, 2);
-    if (group % 2 == 0) return launch_decode_typed<T, D, PagedRowsRing, 2, V6_PASSES>(p, rows, p->k_pool, p->v_pool, 2);
-    return launch_decode_typed<T, D, PagedRowsRing, 1, V6_PASSES>(p, rows, p->k_pool, p->v_pool, 2);
-}
-
-/**
- * @brief v6 — v5 with its tiles in flight through shared memory: each warp keeps
- *        a ring of V6_RING tiles filled by `cp.async` (sm_80+), V6_RING − 1 of
- *        them in flight while it computes one. v5 holds its next tile in registers,
- *        so its loads in flight are bounded by the registers left after G rows of
- *        q and O (2 tiles' worth at G = 4); Nsight Compute on v5 shows the SMs
- *        issuing less than v4 and waiting on memory instead.
- */
-static const char *launch_paged_ring(const decode_problem *p)
-{
-    if (const char *why = decode_contract(p)) return why;
-    if (!p->counters) return "needs counters (B*Hq ints, zero)";
-    if (max_parts_for(p->max_len) > MAX_PARTITIONS) return "needs contexts of at most 262144 tokens";
-    if (p->block_size < 1 || p->block_size > 4096) return "needs a block size of 1 to 4096 tokens";
-    int cc;
-    wb_current_gpu(&cc, NULL);
-    if (cc < 80) return "needs compute capability 8.0 or newer (cp.async)";
-    unsigned bs = (unsigned)p->block_size;
-    PagedRowsRing rows;
-    rows.tables = p->block_tables, rows.max_pages = p->max_pages_per_seq, rows.block_size = bs;
-    rows.Hkv = (unsigned)p->Hkv, rows.magic = bs == 1 ? 0u : (unsigned)((0x100000000ull + bs - 1) / bs);
-    rows.one_mask = bs == 1 ? 0xffffffffu : 0u;
-    if (p->dtype == WB_F32)
-        return p->d == 64 ? launch_ring_typed<float, 64>(p, rows) : launch_ring_typed<float, 128>(p, rows);
-    return p->d == 64 ? launch_ring_typed<__half, 64>(p, rows) : launch_ring_typed<__half, 128>(p, rows);
-}
-
 int decode_partition_tokens(const decode_problem *p)
 {
     if (p->dtype == WB_F32)
@@ -693,6 +594,5 @@ const decode_variant decode_variants[] = {
     {"v3", "split into partitions, last block merges (flash-decoding)", launch_paged_split},
     {"v4", "v3 + one block per KV head's query group (GQA)", launch_paged_grouped},
     {"v5", "v4 + a lean inner loop: no division, no copies", launch_paged_lean},
-    {"v6", "v5 + tiles in flight via cp.async ring (sm_80)", launch_paged_ring},
 };
 const int decode_variant_count = sizeof decode_variants / sizeof decode_variants[0];

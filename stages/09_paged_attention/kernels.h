@@ -45,8 +45,8 @@ typedef struct {
     void *workspace;          /**< v1: contiguous K, V; v3: the partitions' partial results */
     size_t workspace_bytes;   /**< its size */
     int *counters;            /**< v3: [B][Hq] ints, zero before the first launch; each launch leaves them zero */
-    const int *host_lens;     /**< [B] the same lengths on the host, or NULL: v4 sizes its partitions from them */
-    int dependent_launch;     /**< 1: v2–v4 launch as a programmatic dependent of the kernel before (sm_90; stage 10) */
+    const int *host_lens;     /**< [B] the same lengths on the host, or NULL: v4 and v5 size their partitions from them */
+    int dependent_launch;     /**< 1: v2–v5 launch as a programmatic dependent of the kernel before (sm_90; stage 10) */
 } decode_problem;
 
 /** @brief Workspace bytes the variants need (the largest of v1's and v3's). */
