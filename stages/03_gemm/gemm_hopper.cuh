@@ -3,7 +3,8 @@
  * @brief Stage 03's v10 — the Hopper GEMM: TMA copies, mbarriers, a producer
  *        warpgroup and two consumer warpgroups issuing `wgmma` (sm_90a only) — and
  *        its steps after it: v11 persistent, v12 with a TMA-stored epilogue, v13
- *        with the last wave split along K.
+ *        with the last wave split along K, v14 with the tile's shape (128×256 or
+ *        192×128) chosen from the waves it makes.
  *
  * v9 is what an A100 does best: every warp loads its own fragments from shared
  * memory (`ldmatrix`) and issues small 16×8×16 MMAs. On an H100 that leaves the
