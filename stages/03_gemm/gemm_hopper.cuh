@@ -457,24 +457,17 @@ static void launch_hgemm_wgmma_tiles(const CUtensorMap &map_a, const CUtensorMap
 }
 
 /**
- * @brief Launch v10 with an epilogue (fp16 A, B, C; K and N multiples of 8; an sm_90 GPU).
- *
- * One block per SM at a time, so the tile width decides how many waves of blocks the
- * GPU runs. 128×256 tiles do the most work per byte loaded; but 1024×768 has only 24
- * of them for 132 SMs. The launcher takes 128×128 tiles when they need fewer waves'
- * worth of work: waves(BN 128) · ½ < waves(BN 256), a 128-wide tile being half the work.
- * Build with -DWB_HOPPER_FORCE_BN=128 (or 256) to measure one width everywhere.
- * @return NULL, or why it cannot take the shape or the GPU
- */
-/**
- * @brief What v10 and v11 do before launching: check the contract and the GPU,
- *        describe A and B to TMA, and pick the tile width (see launch_hgemm_wgmma).
+ * @brief What v10–v14 do before launching: check the contract and the GPU,
+ *        describe A (in boxes a_box_rows tall) and B to TMA, and pick v10's and
+ *        v11's tile width (see launch_hgemm_wgmma).
+ * @param a_box_rows the tile's rows (128; v14's tall tile 192)
  * @param bn  receives 128 or 256
  * @param sms receives the GPU's SM count
  * @return NULL, or why the shape or the GPU cannot be taken
  */
 static const char *hopper_gemm_setup(const __half *A, const __half *B, const __half *C, int M, int N, int K,
-                                     CUtensorMap *map_a, CUtensorMap *map_b, int *bn, int *sms)
+                                     CUtensorMap *map_a, CUtensorMap *map_b, int *bn, int *sms,
+                                     int a_box_rows = HopperTile<256>::BM)
 {
     using Wide = HopperTile<256>;
     if (M < 1 || N < 1 || K < 1) return "needs M, N, K >= 1";
@@ -483,7 +476,7 @@ static const char *hopper_gemm_setup(const __half *A, const __half *B, const __h
     int cc;
     wb_current_gpu(&cc, sms);
     if (cc != 90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
-    const char *why = make_tensor_map(map_a, A, M, K, Wide::BM, Wide::BK);
+    const char *why = make_tensor_map(map_a, A, M, K, a_box_rows, Wide::BK);
     if (!why) why = make_tensor_map(map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
     if (why) return why;
     long long rows = (M + Wide::BM - 1) / Wide::BM;
@@ -496,6 +489,16 @@ static const char *hopper_gemm_setup(const __half *A, const __half *B, const __h
     return NULL;
 }
 
+/**
+ * @brief Launch v10 with an epilogue (fp16 A, B, C; K and N multiples of 8; an sm_90 GPU).
+ *
+ * One block per SM at a time, so the tile width decides how many waves of blocks the
+ * GPU runs. 128×256 tiles do the most work per byte loaded; but 1024×768 has only 24
+ * of them for 132 SMs. The launcher takes 128×128 tiles when they need fewer waves'
+ * worth of work: waves(BN 128) · ½ < waves(BN 256), a 128-wide tile being half the work.
+ * Build with -DWB_HOPPER_FORCE_BN=128 (or 256) to measure one width everywhere.
+ * @return NULL, or why it cannot take the shape or the GPU
+ */
 template <typename Epilogue>
 static const char *launch_hgemm_wgmma(const __half *A, const __half *B, __half *C, int M, int N, int K, Epilogue epi)
 {
@@ -993,9 +996,7 @@ static const char *launch_hgemm_wgmma_tma_store(const __half *A, const __half *B
     if (tiles * TAIL_SPLIT_MAX > 0x7fffffff) return "needs fewer than 2^29 tiles";
     CUtensorMap map_a, map_b, map_c;
     int bn, sms;
-    if (const char *why = hopper_gemm_setup(A, B, C, M, N, K, &map_a, &map_b, &bn, &sms)) return why;
-    if (T::BM != HopperTile<256>::BM) /* A's boxes are as tall as the tile */
-        if (const char *why = make_tensor_map(&map_a, A, M, K, T::BM, T::BK)) return why;
+    if (const char *why = hopper_gemm_setup(A, B, C, M, N, K, &map_a, &map_b, &bn, &sms, T::BM)) return why;
     if (const char *why = make_tensor_map(&map_c, C, M, N, T::BM, STORE_BOX_COLS)) return why;
     static bool configured = false; /* one per tile and epilogue type (a graph capture never configures) */
     if (!configured) {

@@ -501,6 +501,16 @@ static const char *launch_paged(const decode_problem *p)
     return launch_decode(p, rows, p->k_pool, p->v_pool, 0);
 }
 
+/** @brief The contract of the variants that split contexts into partitions (v3–v5): decode_contract's, and
+ *         the counters and the partition weights the merge needs. */
+static const char *split_contract(const decode_problem *p)
+{
+    if (const char *why = decode_contract(p)) return why;
+    if (!p->counters) return "needs counters (B*Hq ints, zero)";
+    if (max_parts_for(p->max_len) > MAX_PARTITIONS) return "needs contexts of at most 262144 tokens";
+    return NULL;
+}
+
 /**
  * @brief v3 — PagedAttention v2 / flash-decoding: the context is cut into
  *        partitions (sized by partition_tokens_from_total to fill the GPU once), each
@@ -510,16 +520,14 @@ static const char *launch_paged(const decode_problem *p)
  */
 static const char *launch_paged_split(const decode_problem *p)
 {
-    if (const char *why = decode_contract(p)) return why;
-    if (!p->counters) return "needs counters (B*Hq ints, zero)";
-    if (max_parts_for(p->max_len) > MAX_PARTITIONS) return "needs contexts of at most 262144 tokens";
+    if (const char *why = split_contract(p)) return why;
     PagedRows rows = {p->block_tables, p->max_pages_per_seq, p->block_size, p->Hkv};
     return launch_decode(p, rows, p->k_pool, p->v_pool, 1);
 }
 
 /** @brief v4 (and v5, with PagedRowsFast) for one storage type and head size: G query heads (a whole KV
  *         group, or a divisor of it) per block. */
-template <typename T, int D, class Rows = PagedRows>
+template <typename T, int D, class Rows>
 static const char *launch_grouped_typed(const decode_problem *p, Rows rows)
 {
     int group = p->Hq / p->Hkv;
@@ -530,6 +538,15 @@ static const char *launch_grouped_typed(const decode_problem *p, Rows rows)
     if (group % 2 == 0)
         return launch_decode_typed<T, D, Rows, 2, 2 * V4_PASSES_G4>(p, rows, p->k_pool, p->v_pool, 2);
     return launch_decode_typed<T, D, Rows, 1, DECODE_PASSES>(p, rows, p->k_pool, p->v_pool, 2);
+}
+
+/** @brief v4 and v5: launch_grouped_typed for p's storage type and head size, with the given rows. */
+template <class Rows>
+static const char *launch_grouped(const decode_problem *p, Rows rows)
+{
+    if (p->dtype == WB_F32)
+        return p->d == 64 ? launch_grouped_typed<float, 64>(p, rows) : launch_grouped_typed<float, 128>(p, rows);
+    return p->d == 64 ? launch_grouped_typed<__half, 64>(p, rows) : launch_grouped_typed<__half, 128>(p, rows);
 }
 
 /**
@@ -544,38 +561,29 @@ static const char *launch_grouped_typed(const decode_problem *p, Rows rows)
  */
 static const char *launch_paged_grouped(const decode_problem *p)
 {
-    if (const char *why = decode_contract(p)) return why;
-    if (!p->counters) return "needs counters (B*Hq ints, zero)";
-    if (max_parts_for(p->max_len) > MAX_PARTITIONS) return "needs contexts of at most 262144 tokens";
+    if (const char *why = split_contract(p)) return why;
     PagedRows rows = {p->block_tables, p->max_pages_per_seq, p->block_size, p->Hkv};
-    if (p->dtype == WB_F32)
-        return p->d == 64 ? launch_grouped_typed<float, 64>(p, rows) : launch_grouped_typed<float, 128>(p, rows);
-    return p->d == 64 ? launch_grouped_typed<__half, 64>(p, rows) : launch_grouped_typed<__half, 128>(p, rows);
+    return launch_grouped(p, rows);
 }
 
 /**
  * @brief v5 — v4 with a leaner inner loop, for the instructions it issues: Nsight
  *        Compute on v4 (B8 Hq32 Hkv8 d128, context 4096) shows the SMs issuing on
  *        69% of cycles and warps waiting more on one another ("not selected", fixed
- *        latencies) than on memory. v5 removes three costs per tile of a warp:
- *        the division by the page size (PagedRowsFast), the registers copied
- *        from "next" to "current" (two tiles per trip of the loop), and the
- *        rescaling of O when the running max did not change.
+ *        latencies) than on memory. v5 removes, per tile of a warp: the division by
+ *        the page size (PagedRowsFast), the registers copied from "next" to
+ *        "current" (two tiles per trip of the loop), exp2f's denormal scaling, the
+ *        rescaling of O when the running max did not change, and the bounds
+ *        branches around the loads.
  */
 static const char *launch_paged_lean(const decode_problem *p)
 {
-    if (const char *why = decode_contract(p)) return why;
-    if (!p->counters) return "needs counters (B*Hq ints, zero)";
-    if (max_parts_for(p->max_len) > MAX_PARTITIONS) return "needs contexts of at most 262144 tokens";
+    if (const char *why = split_contract(p)) return why;
     if (p->block_size < 1 || p->block_size > 4096) return "needs a block size of 1 to 4096 tokens";
     unsigned bs = (unsigned)p->block_size;
     PagedRowsFast rows = {p->block_tables, p->max_pages_per_seq, bs, (unsigned)p->Hkv,
                           bs == 1 ? 0u : (unsigned)((0x100000000ull + bs - 1) / bs), bs == 1 ? 0xffffffffu : 0u};
-    if (p->dtype == WB_F32)
-        return p->d == 64 ? launch_grouped_typed<float, 64, PagedRowsFast>(p, rows)
-                          : launch_grouped_typed<float, 128, PagedRowsFast>(p, rows);
-    return p->d == 64 ? launch_grouped_typed<__half, 64, PagedRowsFast>(p, rows)
-                      : launch_grouped_typed<__half, 128, PagedRowsFast>(p, rows);
+    return launch_grouped(p, rows);
 }
 
 int decode_partition_tokens(const decode_problem *p)
