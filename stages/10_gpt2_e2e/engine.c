@@ -55,7 +55,7 @@ static int find_attention(const char *id)
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int fused_decode, int max_seqs,
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int decode_path, int max_seqs,
                         int max_tokens)
 {
     memset(e, 0, sizeof *e);
@@ -76,8 +76,13 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
+    int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
+    if (decode_path == 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
     e->fused_decode = fused_decode;
+    e->persistent_decode = decode_path == 2;
+    const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
+    e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
 
     /* weights: matrices in the engine's precision, LayerNorm and biases fp32; wte also transposed for the LM head */
@@ -134,6 +139,18 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->v_pool[l] = wb_device_alloc(pool, "V pool");
     }
 
+    if (e->persistent_decode) { /* v5 reads every block's pointers from one table */
+        decode_layer_weights *t = wb_host_alloc((size_t)L * sizeof *t, "layer table");
+        for (int l = 0; l < L; ++l)
+            t[l] = (decode_layer_weights){e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], e->qkv_b[l],
+                                          e->proj_b[l], e->fc_b[l], e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l],
+                                          e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l]};
+        e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
+        WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
+        free(t);
+        e->d_barrier = wb_device_alloc(sizeof(unsigned), "grid barrier");
+    }
+
     /* scratch */
     size_t R = (size_t)e->max_tokens, T = (size_t)c->max_T;
     e->x = wb_device_alloc(R * C * es, "x");
@@ -169,10 +186,22 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->d_next = wb_device_alloc(R * 4, "next tokens");
     e->d_best = wb_device_alloc((size_t)max_seqs * sizeof(unsigned long long), "argmax keys");
     e->d_slots = wb_device_alloc(R * 8, "slots");
-    e->d_tables = wb_device_alloc((size_t)max_seqs * pages_per_seq * 4, "block tables");
-    e->d_lens = wb_device_alloc((size_t)max_seqs * 4, "lengths");
-    e->h_tables = wb_host_alloc((size_t)max_seqs * pages_per_seq * 4, "block tables");
     e->h_slots = wb_host_alloc(R * 8, "slots");
+    /* a decode step's inputs: one block, pinned on the host, so that one asynchronous copy uploads them (five
+     * synchronous copies cost ~50 µs a step, a quarter of v5's step) */
+    size_t step_bytes = (size_t)max_seqs * (8 + 3 * 4 + (size_t)pages_per_seq * 4);
+    void *hb, *db = wb_device_alloc(step_bytes, "decode step inputs");
+    WB_CUDA_CHECK(cudaMallocHost(&hb, step_bytes));
+    engine_step_inputs *views[] = {&e->step_h, &e->step_d};
+    char *bases[] = {hb, db};
+    for (int i = 0; i < 2; ++i) {
+        char *b = bases[i];
+        views[i]->slots = (int64_t *)b;
+        views[i]->tokens = (int *)(b + (size_t)max_seqs * 8);
+        views[i]->positions = views[i]->tokens + max_seqs;
+        views[i]->lens = views[i]->positions + max_seqs;
+        views[i]->tables = views[i]->lens + max_seqs;
+    }
     e->use_graphs = 1;
     return NULL;
 }
@@ -189,11 +218,12 @@ void engine_free(gpt2_engine *e)
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
-                 e->d_tables, e->d_lens, e->d_best};
+                 e->step_d.slots, e->d_best, e->d_layers, e->d_barrier};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
-                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_tables, e->h_slots};
+                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
+    if (e->step_h.slots) WB_CUDA_CHECK(cudaFreeHost(e->step_h.slots));
     kv_destroy(&e->kv);
     memset(e, 0, sizeof *e);
 }
@@ -365,20 +395,49 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     const gpt2_config *c = &e->cfg;
     int H = c->n_head, d = c->C / H;
     decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T, (long long)n * c->max_T,
-                         1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l], e->v_pool[l], e->d_tables,
-                         e->d_lens, e->att, e->decode_workspace, e->decode_workspace_bytes, e->decode_counters, NULL,
+                         1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l], e->v_pool[l], e->step_d.tables,
+                         e->step_d.lens, e->att, e->decode_workspace, e->decode_workspace_bytes, e->decode_counters, NULL,
                          fused_step(e, n) && e->dependent_launch};
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
+int engine_persistent_step(const gpt2_engine *e, int n)
+{
+    size_t smem = gpt2_decode_step_smem(e->dtype, n, e->cfg.C, e->cfg.n_layer, e->kv.max_pages_per_seq);
+    return e->persistent_decode && n <= DECODE_MAX_ROWS && smem && smem <= wb_current_smem_per_block();
+}
+
+/**
+ * v5's decode step for n sequences: one cooperative kernel (and the memset of
+ * its barrier counter) runs everything decode_kernels_fused launches as 62
+ * kernels.
+ */
+static const char *decode_kernels_persistent(gpt2_engine *e, int n)
+{
+    const gpt2_config *c = &e->cfg;
+    engine_profile dummy, *p = e->profile ? e->profile : &dummy;
+    double mark = wb_wall_ms();
+    decode_step_args a = {.layers = e->d_layers, .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
+                          .wte = e->wte, .wpe = e->wpe, .lnf_w = e->lnf_w, .lnf_b = e->lnf_b,
+                          .tokens = e->step_d.tokens, .positions = e->step_d.positions, .slots = e->step_d.slots,
+                          .tables = e->step_d.tables, .lens = e->step_d.lens, .max_pages = e->kv.max_pages_per_seq,
+                          .block_size = ENGINE_BLOCK_SIZE, .x = e->x, .q = e->q_rows, .att = e->att,
+                          .hidden = e->hidden, .logits = e->logits, .ldy = e->vocab_padded, .best = e->d_best,
+                          .barrier = e->d_barrier, .l2_prefetch = e->l2_prefetch, .trace = e->d_trace};
+    TRY(gpt2_decode_step(e->dtype, &a));
+    charge(e, &p->whole_step, &mark);
+    return NULL;
+}
+
 static const char *decode_kernels(gpt2_engine *e, int n)
 {
+    if (engine_persistent_step(e, n)) return decode_kernels_persistent(e, n);
     if (fused_step(e, n)) return decode_kernels_fused(e, n);
     const gpt2_config *c = &e->cfg;
     int C = c->C, H = c->n_head, d = C / H, V = c->vocab;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
-    TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, n, C));
+    TRY(gpt2_embed(e->dtype, e->step_d.tokens, e->step_d.positions, e->wte, e->wpe, e->x, n, C));
     charge(e, &p->other, &mark);
     for (int l = 0; l < c->n_layer; ++l) {
         TRY(layernorm(e, e->x, e->ln1_w[l], e->ln1_b[l], e->ln, n));
@@ -386,7 +445,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
         TRY(linear(e, e->ln, e->qkv_w[l], e->qkv_b[l], e->qkv, n, 3 * C, C, GELU_NONE));
         charge(e, &p->linear, &mark);
         TRY(gpt2_split_qkv(e->dtype, e->qkv, n, C, H, NULL, NULL, NULL, e->q_rows, e->k_rows, e->v_rows));
-        kv_append_args ka = {e->dtype, n, H, d, ENGINE_BLOCK_SIZE, e->k_rows, e->v_rows, e->d_slots,
+        kv_append_args ka = {e->dtype, n, H, d, ENGINE_BLOCK_SIZE, e->k_rows, e->v_rows, e->step_d.slots,
                              e->k_pool[l], e->v_pool[l]};
         TRY(kv_variants[1].append(&ka));
         charge(e, &p->kv_append, &mark);
@@ -418,12 +477,12 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
     WB_CUDA_CHECK(cudaMemsetAsync(e->d_best, 0, (size_t)n * sizeof(unsigned long long), cudaStreamPerThread));
-    TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, n, C));
+    TRY(gpt2_embed(e->dtype, e->step_d.tokens, e->step_d.positions, e->wte, e->wpe, e->x, n, C));
     charge(e, &p->other, &mark);
     for (int l = 0; l < c->n_layer; ++l) {
         decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = e->x, .ln_w = e->ln1_w[l], .ln_b = e->ln1_b[l],
                                   .w_t = e->qkv_wt[l], .bias = e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C,
-                                  .K = C, .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->d_slots,
+                                  .K = C, .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->step_d.slots,
                                   .H = H, .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch};
         TRY(gpt2_decode_linear(e->dtype, &qkv));
         charge(e, &p->linear, &mark);
@@ -484,39 +543,33 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     const gpt2_config *c = &e->cfg;
     int H = c->n_head, d = c->C / H;
     if (n < 1 || n > e->max_seqs) return "decode: batch size out of range";
-    int *ones = wb_host_alloc((size_t)n * 4, "ones"), *positions = wb_host_alloc((size_t)n * 4, "positions");
+    engine_step_inputs *in = &e->step_h; /* filled here, uploaded with one copy */
+    int ones[64];
     for (int i = 0; i < n; ++i) {
         int len = kv_seq_len(&e->kv, seqs[i]);
-        if (len < 0 || len >= c->max_T) {
-            free(ones), free(positions);
+        if (len < 0 || len >= c->max_T)
             return len < 0 ? "decode: unknown sequence" : "decode: a sequence is at the end of the context";
-        }
-        ones[i] = 1, positions[i] = len;
+        ones[i] = 1, in->positions[i] = len, in->tokens[i] = tokens[i];
     }
     kv_page_copy copies[64];
     int n_copies = 0;
-    kv_status st = n <= 64 ? kv_append(&e->kv, seqs, ones, n, e->h_slots, copies, &n_copies) : KV_ERR_BAD_ARGUMENT;
-    free(ones);
-    if (st != KV_OK) {
-        free(positions);
-        return kv_status_string(st);
-    }
+    kv_status st = kv_append(&e->kv, seqs, ones, n, in->slots, copies, &n_copies);
+    if (st != KV_OK) return kv_status_string(st);
     for (int i = 0; i < n_copies; ++i) /* copy-on-write of shared pages (forked sequences), every layer */
         for (int l = 0; l < c->n_layer; ++l)
             TRY(kv_copy_page(e->dtype, e->k_pool[l], e->v_pool[l], H, d, ENGINE_BLOCK_SIZE, copies[i].src_page,
                              copies[i].dst_page, copies[i].n_tokens));
-    int max_pages = e->kv.max_pages_per_seq, lens[64];
+    int max_pages = e->kv.max_pages_per_seq;
     for (int i = 0; i < n; ++i) {
-        lens[i] = kv_seq_len(&e->kv, seqs[i]);
+        in->lens[i] = kv_seq_len(&e->kv, seqs[i]);
         const int *t = kv_block_table(&e->kv, seqs[i]);
-        for (int pg = 0; pg < max_pages; ++pg) e->h_tables[i * max_pages + pg] = pg < kv_pages_for(&e->kv, lens[i]) ? t[pg] : 0;
+        for (int pg = 0; pg < max_pages; ++pg)
+            in->tables[i * max_pages + pg] = pg < kv_pages_for(&e->kv, in->lens[i]) ? t[pg] : 0;
     }
-    WB_CUDA_CHECK(cudaMemcpy(e->d_tokens, tokens, (size_t)n * 4, cudaMemcpyHostToDevice));
-    WB_CUDA_CHECK(cudaMemcpy(e->d_positions, positions, (size_t)n * 4, cudaMemcpyHostToDevice));
-    WB_CUDA_CHECK(cudaMemcpy(e->d_slots, e->h_slots, (size_t)n * 8, cudaMemcpyHostToDevice));
-    WB_CUDA_CHECK(cudaMemcpy(e->d_tables, e->h_tables, (size_t)n * max_pages * 4, cudaMemcpyHostToDevice));
-    WB_CUDA_CHECK(cudaMemcpy(e->d_lens, lens, (size_t)n * 4, cudaMemcpyHostToDevice));
-    free(positions);
+    /* everything up to row n of the tables, in one asynchronous copy (the host buffer is pinned; it is rewritten
+     * only after this step's result has been copied back, which waits for the copy) */
+    size_t bytes = (size_t)((char *)(in->tables + (size_t)n * max_pages) - (char *)in->slots);
+    WB_CUDA_CHECK(cudaMemcpyAsync(e->step_d.slots, in->slots, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
 
     if (e->profile || !e->use_graphs) {
         TRY(decode_kernels(e, n));

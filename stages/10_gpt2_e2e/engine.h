@@ -50,7 +50,17 @@ typedef struct {
     double kv_append;  /**< stage 08 */
     double lm_head;    /**< logits GEMM and argmax */
     double other;      /**< embedding, residual adds */
+    double whole_step; /**< v5: the decode step's one persistent kernel (it cannot be split by kind) */
 } engine_profile;
+
+/** @brief A decode step's inputs: views of one block of memory, so that one copy uploads them all. */
+typedef struct {
+    int64_t *slots; /**< [max_seqs] each sequence's slot for its new token */
+    int *tokens;    /**< [max_seqs] the tokens */
+    int *positions; /**< [max_seqs] their positions */
+    int *lens;      /**< [max_seqs] context lengths, the new token included */
+    int *tables;    /**< [max_seqs][max_pages_per_seq] block tables (the last field: a step uploads up to its n rows) */
+} engine_step_inputs;
 
 /** @brief The model on the GPU, its KV cache and its scratch buffers. */
 typedef struct {
@@ -104,11 +114,10 @@ typedef struct {
     int *d_tokens;            /**< device: the forward's tokens */
     int *d_positions;         /**< device: their positions */
     int *d_next;              /**< device: argmax per row */
-    int *d_tables;            /**< device: block tables of the batch */
-    int *d_lens;              /**< device: lengths of the batch */
     int64_t *d_slots;         /**< device: the slot mapping of a forward */
-    int *h_tables;            /**< host staging of block tables */
-    int64_t *h_slots;         /**< host staging of slots */
+    int64_t *h_slots;         /**< host staging of a prefill's slots */
+    engine_step_inputs step_h; /**< a decode step's inputs, pinned host memory */
+    engine_step_inputs step_d; /**< the same on the device: uploaded with one copy per step */
     int linear_variant;       /**< index into stage 04's linear_variants */
     int layernorm_variant;    /**< index into stage 05's layernorm_variants */
     int attention_variant;    /**< index into stage 06's attention_variants */
@@ -122,6 +131,12 @@ typedef struct {
     void **fc_wt;             /**< v3, per layer: [4C][C] */
     void **fcproj_wt;         /**< v3, per layer: [C][4C] */
     unsigned long long *d_best; /**< v3: the LM head's argmax key per sequence */
+    int persistent_decode;    /**< v5: decode steps of up to DECODE_MAX_ROWS sequences are one persistent kernel */
+    int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
+    void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
+    unsigned *d_barrier;      /**< v5: the grid barrier's counter */
+    unsigned long long *d_trace; /**< v5: when not NULL, steps launched outside a graph write their trace here
+                                      (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
 } gpt2_engine;
@@ -132,13 +147,14 @@ typedef struct {
  * @param e        the engine to fill
  * @param m        the model (host, fp32)
  * @param dtype    storage of matrices, activations and the KV cache
- * @param fused_decode 1: v3's fused decode step for batches of up to 8 (the
- *        matrices are also kept transposed for it); 0: v1/v2's kernels
+ * @param decode_path 0: v1/v2's kernels; 1: v3's fused decode step for
+ *        batches of up to 8 (the matrices are also kept transposed for it);
+ *        2: v5's persistent step (one kernel) where its rows fit, else v3's
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)
  */
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int fused_decode, int max_seqs,
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int decode_path, int max_seqs,
                         int max_tokens);
 
 /** @brief Free everything. */
@@ -172,6 +188,10 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
  * @param logits when not NULL, receives the step's logits ([n][V], host, fp32)
  */
 const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tokens, int *next, float *logits);
+
+/** @brief Whether a decode step of n sequences runs as v5's one persistent kernel (v5, and its rows fit in a
+ *         block's shared memory; otherwise v3's kernels take it). */
+int engine_persistent_step(const gpt2_engine *e, int n);
 
 /** @brief End a sequence: its pages go back to the pool. */
 void engine_release(gpt2_engine *e, int seq);

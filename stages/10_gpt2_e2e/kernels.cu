@@ -567,3 +567,660 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
         return "fused decode linear: unknown epilogue";
     });
 }
+
+/* ------------------------------------------------------------------------ */
+/* v5: the whole decode step in one persistent kernel                        */
+/* ------------------------------------------------------------------------ */
+/*
+ * v3 made each linear one kernel, but a step is still 62 kernels, and each is
+ * a chain of latencies — launch, wait for the kernel ahead, its input rows,
+ * LayerNorm's reductions, the multiply, the epilogue's stores — around a few
+ * hundred kilobytes of weights. v5 launches one kernel per step, one block per
+ * SM, that stays resident and runs the step's phases in order: QKV,
+ * attention, proj, fc, fc-proj for every block, then the LM head. Between
+ * phases the blocks meet at a grid barrier (a counter in global memory), which
+ * replaces a launch. What a phase does not need from the phase before — its
+ * weights, biases, LayerNorm parameters, the residual it will add to — each
+ * block requests *before* it waits at the barrier, so the weights stream while
+ * the slowest block of the previous phase finishes.
+ */
+
+/** @brief Warps per block of the persistent step: one block per SM. 8 warps may use 255 registers each; with 16
+ *         (128 registers) the step's state spilled to local memory, and every phase began by waiting for it. */
+#define STEP_WARPS 8
+/** @brief Threads per block. */
+#define STEP_THREADS (STEP_WARPS * 32)
+/** @brief 16-byte weight loads each lane keeps in flight: 6 KB per warp, 48 KB per SM. */
+#define STEP_SLOTS 12
+/** @brief LayerNorm parameters each thread holds in registers (k = thread + i·STEP_THREADS): all of C = 768. */
+#define STEP_LN_PER_THREAD 3
+/** @brief 16-byte loads of K (and of V) per lane per attention tile. */
+#define STEP_ATT_PASSES 8
+/** @brief log2(e): attention's exponentials in base 2. */
+#define STEP_LOG2E 1.4426950408889634f
+
+/** @brief The GPU's clock in nanoseconds, the same on every SM (for the step's trace). */
+static __device__ __forceinline__ unsigned long long global_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/**
+ * @brief The grid barrier, split in two: arrive() adds one to a counter in
+ *        global memory, wait() waits until it reaches (barriers so far) ×
+ *        (blocks). Between them a block may do what does not depend on the
+ *        other blocks — request the next phase's weights — so the loads are in
+ *        flight while the slowest block finishes. arrive() counts the block
+ *        with a releasing add, so its writes are visible before the count is
+ *        (it runs before the weight loads are issued: a release also waits
+ *        for the thread's loads in flight); wait() polls with relaxed loads
+ *        and ends with one acquiring load. Every read of data written inside the step goes
+ *        through L2 (__ldcg), so no block sees a stale L1 line. Only
+ *        a cooperative launch guarantees that all blocks are resident, so
+ *        that waiting cannot deadlock.
+ *
+ *        With a trace buffer, thread 0 writes when its block starts each
+ *        phase, has its rows ready, has its dot products done, and arrives at
+ *        the barrier that ends it (globaltimer, ns).
+ */
+struct GridBarrier {
+    unsigned *count;
+    unsigned target;
+    unsigned long long *trace; /**< [blocks][phases][4] (start, arrive, rows ready, dot products done), or NULL */
+    int phase, phases;
+    __device__ __forceinline__ void mark(int which)
+    {
+        if (trace && threadIdx.x == 0) trace[((long long)blockIdx.x * phases + phase) * 4 + which] = global_ns();
+    }
+    __device__ __forceinline__ void arrive()
+    {
+        target += gridDim.x;
+        __syncthreads(); /* the block's writes of this phase are done */
+        mark(1);
+        if (threadIdx.x == 0) /* release: the block's writes before it are visible to whoever sees the count */
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+    }
+    __device__ __forceinline__ void wait()
+    {
+        if (threadIdx.x == 0) {
+            unsigned seen;
+            do { /* relaxed polls: an acquiring load invalidates the SM's L1, every time */
+                asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+            } while (seen < target);
+            /* then one acquiring load (a fence would also wait for this thread's weight loads in flight) */
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+        }
+        __syncthreads();
+        ++phase;
+        mark(0);
+    }
+};
+
+/**
+ * @brief A block's share of one linear layer: outputs n0 … n0 + outs − 1 of W
+ *        ([N][K], a contiguous run of rows). With fewer outputs than warps,
+ *        each output's K is split into S slices, so that every warp streams:
+ *        unit u is output u / S, slice u % S, and slice s takes the lanes'
+ *        16-byte chunks (j·S + s)·32 + lane for j = 0, 1, …
+ */
+struct LinearShare {
+    const uint4 *w; /**< the block's first output's weights, as 16-byte chunks */
+    int n0, outs, S, log2S, units, chunks; /**< chunks: 16-byte chunks per output (K / elements per 16 bytes); S = 2^log2S */
+};
+
+template <typename T>
+static __device__ LinearShare share_of(const void *w_t, int N, int K, bool split_k)
+{
+    LinearShare p;
+    p.n0 = (int)((long long)N * blockIdx.x / gridDim.x);
+    p.outs = (int)((long long)N * (blockIdx.x + 1) / gridDim.x) - p.n0;
+    p.chunks = K / Vec16<T>::N;
+    p.S = 1;
+    p.log2S = 0;
+    if (split_k && p.outs > 0) /* the most slices (a power of 2) that keep every warp busy and every slice at
+                                * least one chunk per lane */
+        while (p.outs << (p.log2S + 1) <= STEP_WARPS && 32 << (p.log2S + 1) <= p.chunks) ++p.log2S;
+    p.S = 1 << p.log2S;
+    p.units = p.outs * p.S;
+    p.w = reinterpret_cast<const uint4 *>(w_t) + (long long)p.n0 * p.chunks;
+    return p;
+}
+
+/** @brief Where a warp is in its work: unit u (output o, slice s), round j of the slice's chunks. */
+struct StepCursor {
+    int u, o, s, j, rounds;
+    __device__ __forceinline__ void start(const LinearShare &p, int unit)
+    {
+        u = unit, j = 0, o = u >> p.log2S, s = u & (p.S - 1); /* S a power of 2: no division */
+        rounds = (p.chunks - s * 32 + (32 << p.log2S) - 1) >> (p.log2S + 5);
+    }
+    __device__ __forceinline__ bool last_round() const { return j + 1 == rounds; }
+    __device__ __forceinline__ void advance(const LinearShare &p)
+    {
+        if (++j == rounds) start(p, u + STEP_WARPS);
+    }
+    __device__ __forceinline__ int chunk(const LinearShare &p, int lane) const { return (j * p.S + s) * 32 + lane; }
+    /** @brief This lane's 16 bytes of the step (zeros past the work or the row: no memory access). */
+    __device__ __forceinline__ uint4 fetch(const LinearShare &p, int lane) const
+    {
+        int c = chunk(p, lane);
+        return u < p.units && c < p.chunks ? __ldg(p.w + (long long)o * p.chunks + c) : make_uint4(0, 0, 0, 0);
+    }
+};
+
+/** @brief One element written in this step, through L2 (ld.global.cg): an L1 line of it could be stale. */
+static __device__ __forceinline__ float load_cg(const float *p) { return __ldcg(p); }
+/** @brief The same in fp16. */
+static __device__ __forceinline__ float load_cg(const __half *p) { return __half2float(__ldcg(p)); }
+
+/** @brief What a phase's epilogue needs that the phase before does not write: requested before the barrier. */
+struct Prefetched {
+    float bias, resid;       /**< thread i's output (i / ROWS, row i % ROWS): its bias and, for a residual, y's old value */
+    float gain[STEP_LN_PER_THREAD], shift[STEP_LN_PER_THREAD]; /**< LayerNorm parameters of k = thread + i·STEP_THREADS */
+};
+
+/**
+ * @brief Start phase `p` before its barrier: each lane's first STEP_SLOTS
+ *        16-byte weight loads (the cursor then points past them), the
+ *        epilogue's bias and old residual value, the LayerNorm parameters;
+ *        and, with l2_prefetch, the block's share of the linear after this one
+ *        requested into L2.
+ */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void issue_phase(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], StepCursor &ahead,
+                                                   Prefetched &pre, const float *bias, const T *resid_y, int N, int M,
+                                                   const float *ln_w, const float *ln_b, int K)
+{
+    const int lane = threadIdx.x % 32;
+    ahead.start(p, threadIdx.x / 32);
+#pragma unroll
+    for (int r = 0; r < STEP_SLOTS; ++r) {
+        slot[r] = ahead.fetch(p, lane);
+        ahead.advance(p);
+    }
+    int o = threadIdx.x / ROWS, m = threadIdx.x % ROWS;
+    pre.bias = pre.resid = 0.0f;
+    if (o < p.outs && m < M) {
+        if (bias) pre.bias = __ldg(bias + p.n0 + o);
+        if (resid_y) pre.resid = load_cg(resid_y + (long long)m * N + p.n0 + o); /* written in this step: not __ldg */
+    }
+#pragma unroll
+    for (int i = 0; i < STEP_LN_PER_THREAD; ++i) {
+        int k = threadIdx.x + i * STEP_THREADS;
+        pre.gain[i] = ln_w && k < K ? __ldg(ln_w + k) : 0.0f;
+        pre.shift[i] = ln_w && k < K ? __ldg(ln_b + k) : 0.0f;
+    }
+}
+
+/** @brief Ask L2 for `bytes` from p (one 128-byte line per request, the block's threads in turn). */
+static __device__ __forceinline__ void prefetch_l2(const void *p, long long bytes)
+{
+    for (long long off = (long long)threadIdx.x * 128; off < bytes; off += (long long)STEP_THREADS * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + off));
+}
+
+/** @brief 16 bytes of a row written in this step: through L2, never a stale L1 line. */
+static __device__ __forceinline__ uint4 load_fresh(const void *p) { return __ldcg(reinterpret_cast<const uint4 *>(p)); }
+
+/**
+ * @brief The phase's input rows, after the barrier: M rows of K from `src`
+ *        (written by the phase before) into shared memory, rows M..ROWS−1
+ *        zero. All 16-byte loads are issued at once: one trip to L2.
+ */
+template <typename T, int ROWS>
+static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
+{
+    constexpr int VEC = Vec16<T>::N;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < ROWS * K / VEC; i += STEP_THREADS) {
+        int m = i * VEC / K;
+        reinterpret_cast<uint4 *>(rows)[i] = m < M ? load_fresh(reinterpret_cast<const uint4 *>(src) + i) : make_uint4(0, 0, 0, 0);
+    }
+    __syncthreads();
+}
+
+/**
+ * @brief LayerNorm of the M staged rows, in place: a warp per row for the
+ *        statistics (stage 05's two passes), then every thread its columns
+ *        with the prefetched gain and shift; rounded to T as v1's LayerNorm
+ *        kernel rounds its output.
+ */
+template <typename T, int ROWS>
+static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetched &pre, const float *ln_w,
+                                           const float *ln_b)
+{
+    __shared__ float partial_sums[STEP_WARPS][ROWS], mean[ROWS], rstd[ROWS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    /* one statistic of every row at once, all warps sharing each row: a strided sum per thread (rows past M are
+     * zero), the butterfly per warp, the warps' sums added by thread m. The block's threads each read K/256
+     * values per pass, where a warp per row read 24 one after the other: 0.2 µs instead of 1.5 */
+    auto row_sums = [&](auto value, float *out, float scale) {
+        float s[ROWS];
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) s[m] = 0.0f;
+        for (int k = threadIdx.x; k < K; k += STEP_THREADS)
+#pragma unroll
+            for (int m = 0; m < ROWS; ++m) s[m] += value(m, load(rows, (long long)m * K + k));
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) {
+            float t = warp_allreduce<SumOp>(s[m]);
+            if (lane == 0) partial_sums[warp][m] = t;
+        }
+        __syncthreads();
+        if (threadIdx.x < ROWS) {
+            float t = 0.0f;
+            for (int w = 0; w < STEP_WARPS; ++w) t += partial_sums[w][threadIdx.x];
+            out[threadIdx.x] = t * scale;
+        }
+        __syncthreads();
+    };
+    row_sums([](int, float x) { return x; }, mean, 1.0f / K);
+    row_sums([&](int m, float x) { return (x - mean[m]) * (x - mean[m]); }, rstd, 1.0f / K);
+    if (threadIdx.x < ROWS) rstd[threadIdx.x] = rsqrtf(rstd[threadIdx.x] + GPT2_LN_EPS);
+    __syncthreads();
+    auto normalise = [&](int k, float g, float b) {
+        for (int m = 0; m < M; ++m)
+            store(rows, (long long)m * K + k, (load(rows, (long long)m * K + k) - mean[m]) * rstd[m] * g + b);
+    };
+#pragma unroll
+    for (int i = 0; i < STEP_LN_PER_THREAD; ++i) /* unrolled: the prefetched registers are never indexed at run time */
+        if (threadIdx.x + i * STEP_THREADS < K) normalise(threadIdx.x + i * STEP_THREADS, pre.gain[i], pre.shift[i]);
+    for (int k = threadIdx.x + STEP_LN_PER_THREAD * STEP_THREADS; k < K; k += STEP_THREADS)
+        normalise(k, __ldg(ln_w + k), __ldg(ln_b + k));
+    __syncthreads();
+}
+
+/**
+ * @brief Ask L2 for this block's share of the step's linear number i (four
+ *        per block: QKV, proj, fc, fc-proj; none past the last block: the LM
+ *        head streams on its own), so that its loads, when issued, find it
+ *        there.
+ */
+template <typename T>
+static __device__ void prefetch_linear(const decode_layer_weights *layers, int L, int C, int i)
+{
+    if (i >= 4 * L) return;
+    const decode_layer_weights &W = layers[i / 4];
+    int part = i % 4, N = part == 0 ? 3 * C : part == 2 ? 4 * C : C, K = part == 3 ? 4 * C : C;
+    const void *w = part == 0 ? W.qkv_wt : part == 1 ? W.proj_wt : part == 2 ? W.fc_wt : W.fcproj_wt;
+    long long n0 = (long long)N * blockIdx.x / gridDim.x, n1 = (long long)N * (blockIdx.x + 1) / gridDim.x;
+    prefetch_l2((const T *)w + n0 * K, (n1 - n0) * K * (long long)sizeof(T));
+}
+
+
+/**
+ * @brief Run a linear phase after its barrier (the input rows staged): each
+ *        warp consumes its slots in order and refills each with the load
+ *        STEP_SLOTS steps further on, so loads stay in flight while it
+ *        multiplies. A unit's finished dot products (one per row, reduced by
+ *        the butterfly) go to shared memory (`partial`) for finish_phase; or,
+ *        for the LM head (`direct`, never split), lane m writes row m's logit
+ *        and keeps its best (value, token) key in `best`.
+ */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void run_phase(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], StepCursor &ahead,
+                                                 const T *rows, int K, float *partial, bool direct,
+                                                 unsigned long long &best, const decode_step_args &a)
+{
+    constexpr int VEC = Vec16<T>::N;
+    const int lane = threadIdx.x % 32;
+    StepCursor use;
+    use.start(p, threadIdx.x / 32);
+    float acc[ROWS];
+#pragma unroll
+    for (int m = 0; m < ROWS; ++m) acc[m] = 0.0f;
+    while (use.u < p.units) {
+#pragma unroll
+        for (int r = 0; r < STEP_SLOTS; ++r) {
+            if (use.u >= p.units) break;
+            int c = use.chunk(p, lane);
+            if (c < p.chunks) {
+                float w[VEC];
+                unpack16(slot[r], w, T());
+#pragma unroll
+                for (int m = 0; m < ROWS; ++m) {
+                    float x[VEC];
+                    unpack16(*reinterpret_cast<const uint4 *>(rows + m * K + c * VEC), x, T());
+#pragma unroll
+                    for (int v = 0; v < VEC; ++v) acc[m] = fmaf(w[v], x[v], acc[m]);
+                }
+            }
+            slot[r] = ahead.fetch(p, lane); /* the slot is free: the load STEP_SLOTS steps on */
+            ahead.advance(p);
+            if (use.last_round()) { /* the unit is done: its dot products, one per row */
+                float mine = 0.0f;
+#pragma unroll
+                for (int m = 0; m < ROWS; ++m) {
+                    float s = warp_allreduce<SumOp>(acc[m]);
+                    if (lane == m) mine = s;
+                    acc[m] = 0.0f;
+                }
+                if (direct) {
+                    int n = p.n0 + use.o;
+                    if (lane < a.M) {
+                        store((T *)a.logits, (long long)lane * a.ldy + n, mine);
+                        unsigned long long key = gpt2_argmax_key(mine, n);
+                        best = key > best ? key : best;
+                    }
+                } else if (lane < ROWS) {
+                    partial[use.u * ROWS + lane] = mine;
+                }
+            }
+            use.advance(p);
+        }
+    }
+}
+
+/** @brief The step's own inputs, in shared memory for the whole step. */
+struct StepInputs {
+    int lens[DECODE_MAX_ROWS];
+    long long slots[DECODE_MAX_ROWS];
+    const int *tables; /**< [M][max_pages], shared memory */
+};
+
+/** @brief The block's epilogue of a split phase: slices added, bias, then the epilogue for each (output, row). */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const LinearShare &p, const float *partial,
+                                                    const Prefetched &pre, const float *bias, T *y, int N,
+                                                    const decode_step_args &a, const StepInputs &in, void *k_pool,
+                                                    void *v_pool)
+{
+    __syncthreads(); /* every warp's partial sums are in */
+    for (int i = threadIdx.x; i < p.outs * ROWS; i += STEP_THREADS) {
+        int o = i / ROWS, m = i % ROWS, n = p.n0 + o;
+        if (m >= a.M) continue;
+        float s = 0.0f;
+        for (int sl = 0; sl < p.S; ++sl) s += partial[(o * p.S + sl) * ROWS + m];
+        bool mine = i == (int)threadIdx.x; /* the first pass: what issue_phase prefetched */
+        s += mine ? pre.bias : bias ? __ldg(bias + n) : 0.0f;
+        if (epi == DECODE_GELU) {
+            store(y, (long long)m * N + n, gelu_tanh(s));
+        } else if (epi == DECODE_RESIDUAL) {
+            store(y, (long long)m * N + n, (mine ? pre.resid : load_cg(y + (long long)m * N + n)) + s);
+        } else { /* DECODE_QKV_APPEND: q to its rows, k and v to their slots in the page pools */
+            int C = a.C, part = n / C, c = n - part * C, d = DECODE_STEP_HEAD_DIM;
+            if (part == 0) {
+                store((T *)a.q, (long long)m * C + c, s);
+            } else {
+                long long slot = in.slots[m], page = slot / a.block_size, offset = slot % a.block_size;
+                store((T *)(part == 1 ? k_pool : v_pool), ((page * a.H + c / d) * a.block_size + offset) * d + c % d, s);
+            }
+        }
+    }
+}
+
+
+/**
+ * @brief The attention phase: (sequence, head) pairs go to blocks in turn;
+ *        in a block the 16 warps take tiles of the context in turn (stage 09's
+ *        layout: each token's K row read whole by consecutive lanes, every
+ *        lane's loads of the tile issued together), keep their own online
+ *        softmax, and merge in shared memory — no partials in global memory,
+ *        no second pass.
+ */
+template <typename T>
+static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool)
+{
+    constexpr int D = DECODE_STEP_HEAD_DIM, EP = Vec16<T>::N, CHUNKS = D / EP, TPP = 32 / CHUNKS;
+    constexpr int TILE = STEP_ATT_PASSES * TPP; /* tokens per warp per tile */
+    __shared__ float warp_m[STEP_WARPS], warp_l[STEP_WARPS], warp_o[STEP_WARPS][D];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
+    const int H = a.H, C = a.C, bs = a.block_size;
+    const float scale_log2 = STEP_LOG2E * rsqrtf((float)D);
+    for (int pair = blockIdx.x; pair < a.M * H; pair += gridDim.x) {
+        int m = pair / H, h = pair - m * H, len = in.lens[m];
+        const int *table = in.tables + m * a.max_pages;
+        float qv[EP], acc[EP], mx = -INFINITY, l = 0.0f;
+        unpack16(load_fresh((const T *)a.q + (long long)m * C + h * D + c * EP), qv, T());
+#pragma unroll
+        for (int k = 0; k < EP; ++k) qv[k] *= scale_log2, acc[k] = 0.0f;
+        for (int t0 = warp * TILE; t0 < len; t0 += STEP_WARPS * TILE) {
+            uint4 kr[STEP_ATT_PASSES], vr[STEP_ATT_PASSES];
+#pragma unroll
+            for (int p = 0; p < STEP_ATT_PASSES; ++p) {
+                int t = t0 + p * TPP + sub;
+                kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
+                if (t < len) {
+                    long long off = (((long long)table[t / bs] * H + h) * bs + t % bs) * D + c * EP;
+                    kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
+                }
+            }
+            float s[STEP_ATT_PASSES], tile_max = -INFINITY;
+#pragma unroll
+            for (int p = 0; p < STEP_ATT_PASSES; ++p) {
+                float kf[EP], x = 0.0f;
+                unpack16(kr[p], kf, T());
+#pragma unroll
+                for (int k = 0; k < EP; ++k) x += qv[k] * kf[k];
+#pragma unroll
+                for (int off = 1; off < CHUNKS; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+                s[p] = t0 + p * TPP + sub < len ? x : -INFINITY;
+                tile_max = fmaxf(tile_max, s[p]);
+            }
+#pragma unroll
+            for (int off = CHUNKS; off < 32; off *= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+            float m_new = fmaxf(mx, tile_max), base = m_new == -INFINITY ? 0.0f : m_new, alpha = exp2f(mx - base);
+            l *= alpha;
+#pragma unroll
+            for (int k = 0; k < EP; ++k) acc[k] *= alpha;
+            mx = m_new;
+#pragma unroll
+            for (int p = 0; p < STEP_ATT_PASSES; ++p) {
+                float vf[EP], pr = exp2f(s[p] - base);
+                unpack16(vr[p], vf, T());
+                l += pr;
+#pragma unroll
+                for (int k = 0; k < EP; ++k) acc[k] += pr * vf[k];
+            }
+        }
+#pragma unroll
+        for (int off = CHUNKS; off < 32; off *= 2) { /* the lanes of one chunk held different tokens */
+            l += __shfl_xor_sync(0xffffffffu, l, off);
+#pragma unroll
+            for (int k = 0; k < EP; ++k) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
+        }
+        if (lane == 0) warp_m[warp] = mx, warp_l[warp] = l;
+        if (sub == 0)
+#pragma unroll
+            for (int k = 0; k < EP; ++k) warp_o[warp][c * EP + k] = acc[k];
+        __syncthreads();
+        if (threadIdx.x < D) { /* the warps merged: rescaled to the block's max, added */
+            float M = -INFINITY, L = 0.0f, o = 0.0f;
+            for (int w = 0; w < STEP_WARPS; ++w) M = fmaxf(M, warp_m[w]);
+            for (int w = 0; w < STEP_WARPS; ++w) {
+                float f = warp_m[w] == -INFINITY ? 0.0f : exp2f(warp_m[w] - M);
+                L += f * warp_l[w], o += f * warp_o[w][threadIdx.x];
+            }
+            store((T *)a.att, (long long)m * C + h * D + threadIdx.x, o / L);
+        }
+        __syncthreads(); /* the merge has read the slots before the next pair writes them */
+    }
+}
+
+/** @brief The phases of a step: five per block (QKV, attention, proj, fc, fc-proj), then the LM head. */
+enum StepPhase { PHASE_QKV, PHASE_ATTENTION, PHASE_PROJ, PHASE_FC, PHASE_FCPROJ };
+
+/** @brief What a linear phase multiplies, with what before and after. */
+struct LinearPhase {
+    decode_epilogue epilogue;
+    const void *w;                    /**< [N][K] */
+    const float *bias, *ln_w, *ln_b;  /**< NULL where the phase has none */
+    const void *src;                  /**< the input rows [M][K]; NULL: the embedding (the first QKV) */
+    void *y;                          /**< q, x (residual), hidden, or the logits */
+    const void *resid;                /**< the residual's old values (x), or NULL */
+    int N, K, linear;                 /**< linear: the step's linear number (4 per block), for the L2 prefetch */
+    void *k_pool, *v_pool;            /**< the QKV phase's page pools */
+};
+
+/** @brief Phase i of the step (not an attention phase). */
+static __device__ __forceinline__ LinearPhase describe_phase(const decode_step_args &a,
+                                                             const decode_layer_weights *layers, int i)
+{
+    const int C = a.C, l = i / 5;
+    if (i == 5 * a.L) /* the LM head: wte [V][C] is already [N][K] */
+        return {DECODE_LOGITS_ARGMAX, a.wte, NULL, a.lnf_w, a.lnf_b, a.x, a.logits, NULL, a.V, C, 4 * l, NULL, NULL};
+    const decode_layer_weights &W = layers[l];
+    switch (i % 5) {
+    case PHASE_QKV:
+        return {DECODE_QKV_APPEND, W.qkv_wt, W.qkv_b, W.ln1_w, W.ln1_b, i ? a.x : NULL, a.q, NULL, 3 * C, C, 4 * l,
+                W.k_pool, W.v_pool};
+    case PHASE_PROJ:
+        return {DECODE_RESIDUAL, W.proj_wt, W.proj_b, NULL, NULL, a.att, a.x, a.x, C, C, 4 * l + 1, NULL, NULL};
+    case PHASE_FC:
+        return {DECODE_GELU, W.fc_wt, W.fc_b, W.ln2_w, W.ln2_b, a.x, a.hidden, NULL, 4 * C, C, 4 * l + 2, NULL, NULL};
+    default:
+        return {DECODE_RESIDUAL, W.fcproj_wt, W.fcproj_b, NULL, NULL, a.hidden, a.x, a.x, C, 4 * C, 4 * l + 3, NULL, NULL};
+    }
+}
+
+/**
+ * @brief v5: one decode step, one kernel. The step is a list of 5·L + 1
+ *        phases, and every block walks it: for each phase it requests what
+ *        does not depend on the phase before (its share of the weights, its
+ *        biases, LayerNorm parameters and old residual values), waits at the
+ *        grid barrier, stages its input rows (the embedding, for the first),
+ *        normalises them where a LayerNorm comes first, multiplies, applies
+ *        the epilogue, and arrives at the next barrier. One loop, so the
+ *        phase code exists once in the binary: written out phase by phase it
+ *        was 25 000 instructions (400 KB), more than the instruction cache,
+ *        and every phase waited for its own code.
+ */
+template <typename T, int ROWS>
+__global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
+    decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
+    T *rows = reinterpret_cast<T *>(layers + L);                                   /* [ROWS][4C] */
+    float *partial = reinterpret_cast<float *>(rows + (long long)ROWS * 4 * C);   /* [units][ROWS] */
+    int units_max = 4 * C / (int)gridDim.x + 1 > STEP_WARPS ? 4 * C / (int)gridDim.x + 1 : STEP_WARPS;
+    int *tables = reinterpret_cast<int *>(partial + units_max * ROWS);             /* [M][max_pages] */
+    __shared__ StepInputs in;
+    __shared__ unsigned long long block_best[ROWS];
+    GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
+    barrier.mark(0);
+    uint4 slot[STEP_SLOTS];
+    StepCursor ahead;
+    Prefetched pre;
+    unsigned long long best = 0;
+
+    /* the step's inputs and the layer table, into shared memory */
+    for (int i = threadIdx.x; i < L * (int)(sizeof(decode_layer_weights) / 8); i += STEP_THREADS)
+        reinterpret_cast<unsigned long long *>(layers)[i] = __ldg(reinterpret_cast<const unsigned long long *>(a.layers) + i);
+    for (int i = threadIdx.x; i < M * a.max_pages; i += STEP_THREADS) tables[i] = __ldg(a.tables + i);
+    if (threadIdx.x < M) in.lens[threadIdx.x] = __ldg(a.lens + threadIdx.x), in.slots[threadIdx.x] = __ldg(a.slots + threadIdx.x);
+    if (threadIdx.x < ROWS) block_best[threadIdx.x] = 0;
+    if (threadIdx.x == 0) in.tables = tables;
+    if (blockIdx.x == 0 && threadIdx.x < M) a.best[threadIdx.x] = 0; /* read only by the LM head, many barriers on */
+    __syncthreads();
+
+    for (int i = 0; i < P; ++i) {
+        const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
+        LinearPhase d;
+        LinearShare share;
+        if (!attention) { /* before the barrier: everything that does not depend on the phase before */
+            d = describe_phase(a, layers, i);
+            share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX);
+            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, d.ln_w, d.ln_b, d.K);
+        }
+        if (i > 0) barrier.wait();
+        if (attention) {
+            const decode_layer_weights &W = layers[i / 5];
+            attention_phase<T>(a, in, (const T *)W.k_pool, (const T *)W.v_pool);
+        } else {
+            if (d.src) {
+                stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
+            } else { /* the first QKV's rows: the embedding (block 0 also writes it to x, the residual stream) */
+                for (int e = threadIdx.x; e < ROWS * C; e += STEP_THREADS) {
+                    int m = e / C, k = e - m * C;
+                    float v = 0.0f;
+                    if (m < M)
+                        v = load((const T *)a.wte, (long long)__ldg(a.tokens + m) * C + k) +
+                            load((const T *)a.wpe, (long long)__ldg(a.positions + m) * C + k);
+                    store(rows, e, v);
+                    if (blockIdx.x == 0 && m < M) store((T *)a.x, e, v);
+                }
+                __syncthreads();
+            }
+            if (d.ln_w) layernorm_step_rows<T, ROWS>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+            if (a.l2_prefetch) prefetch_linear<T>(layers, L, C, d.linear + a.l2_prefetch);
+            barrier.mark(2);
+            const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
+            run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
+            barrier.mark(3);
+            if (!head)
+                finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool);
+        }
+        if (i + 1 < P) barrier.arrive();
+    }
+    /* the LM head's argmax: the block's best per row, then one atomic per row */
+    if (threadIdx.x % 32 < M) atomicMax(&block_best[threadIdx.x % 32], best);
+    __syncthreads();
+    if (threadIdx.x < M) atomicMax(a.best + threadIdx.x, block_best[threadIdx.x]);
+    barrier.mark(1);
+}
+
+/** @brief Dynamic shared memory of one block: the layer table, ROWS rows of 4C, the partial sums, the block tables. */
+static size_t step_smem_bytes(size_t elem, int rows, int C, int L, int max_pages, int blocks)
+{
+    int units = 4 * C / blocks + 1 > STEP_WARPS ? 4 * C / blocks + 1 : STEP_WARPS; /* as the kernel's units_max */
+    return (size_t)L * sizeof(decode_layer_weights) + (size_t)rows * 4 * C * elem + (size_t)units * rows * 4 +
+           (size_t)rows * max_pages * 4;
+}
+
+size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages)
+{
+    int sms;
+    wb_current_gpu(NULL, &sms);
+    if (M < 1 || M > DECODE_MAX_ROWS || C < DECODE_STEP_HEAD_DIM || C % DECODE_STEP_HEAD_DIM || L < 1) return 0;
+    return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, L, max_pages, sms);
+}
+
+/** @brief A cooperative launch of one instantiation: one block per SM, all resident (the barrier's premise). */
+template <typename T, int ROWS>
+static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
+{
+    auto kernel = decode_step_persistent<T, ROWS>;
+    static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
+    static int per_sm = 0;
+    if (smem != asked_smem) {
+        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, STEP_THREADS, smem));
+        asked_smem = smem;
+    }
+    if (per_sm < 1) return "persistent decode step: one block of 512 threads does not fit on an SM";
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute cooperative;
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(STEP_THREADS), cfg.dynamicSmemBytes = smem;
+    cfg.stream = cudaStreamPerThread, cfg.attrs = &cooperative, cfg.numAttrs = 1;
+    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, *a));
+    WB_CHECK_LAUNCH("decode_step_persistent");
+    return NULL;
+}
+
+const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
+{
+    if (a->M < 1 || a->M > DECODE_MAX_ROWS) return "persistent decode step: needs 1 <= M <= 8 sequences";
+    if (a->H < 1 || a->C != a->H * DECODE_STEP_HEAD_DIM) return "persistent decode step: needs heads of 64 (C = 64·H)";
+    if (a->L < 1 || a->V < 1 || a->ldy < a->V || a->max_pages < 1 || a->block_size < 1)
+        return "persistent decode step: needs L, V, max_pages, block_size >= 1 and ldy >= V";
+    size_t smem = gpt2_decode_step_smem(dtype, a->M, a->C, a->L, a->max_pages);
+    if (smem > wb_current_smem_per_block())
+        return "persistent decode step: the rows do not fit in one block's shared memory (fewer sequences do)";
+    int sms;
+    wb_current_gpu(NULL, &sms);
+    WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
+    return dispatch(dtype, [&](auto t) -> const char * {
+        using T = decltype(t);
+        switch (rows_for(a->M)) {
+        case 1: return launch_step_rows<T, 1>(a, smem, sms);
+        case 2: return launch_step_rows<T, 2>(a, smem, sms);
+        case 4: return launch_step_rows<T, 4>(a, smem, sms);
+        default: return launch_step_rows<T, 8>(a, smem, sms);
+        }
+    });
+}

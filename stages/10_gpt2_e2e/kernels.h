@@ -126,6 +126,77 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
  */
 void gpt2_decode_linear_smem_cap(size_t bytes);
 
+/* ------------------------------------------------------------------------ */
+/* v5: the whole decode step in one persistent kernel                        */
+/* ------------------------------------------------------------------------ */
+
+/** @brief Head size the persistent decode step is written for (every GPT-2 size has 64). */
+#define DECODE_STEP_HEAD_DIM 64
+
+/** @brief One block's weights and KV cache as the persistent decode step reads them. */
+typedef struct {
+    const void *qkv_wt;    /**< [3C][C] (transposed: each output's weights contiguous) */
+    const void *proj_wt;   /**< [C][C] */
+    const void *fc_wt;     /**< [4C][C] */
+    const void *fcproj_wt; /**< [C][4C] */
+    const float *qkv_b;    /**< [3C] */
+    const float *proj_b;   /**< [C] */
+    const float *fc_b;     /**< [4C] */
+    const float *fcproj_b; /**< [C] */
+    const float *ln1_w;    /**< [C] */
+    const float *ln1_b;    /**< [C] */
+    const float *ln2_w;    /**< [C] */
+    const float *ln2_b;    /**< [C] */
+    void *k_pool;          /**< stage 08's K pool of this block, [num_pages][H][block_size][d] */
+    void *v_pool;          /**< the same for V */
+} decode_layer_weights;
+
+/**
+ * @brief Everything one decode step reads and writes: v5's single kernel runs
+ *        the embedding, every block (LayerNorm, QKV with the K/V append,
+ *        attention through the paged cache, proj, LayerNorm, fc + GELU,
+ *        fc-proj, each with its residual add) and the LM head with the argmax.
+ */
+typedef struct {
+    const decode_layer_weights *layers; /**< [L], device */
+    int L;                     /**< blocks */
+    int C;                     /**< width: H·64, a multiple of 16 bytes of the storage type */
+    int H;                     /**< heads */
+    int V;                     /**< vocabulary (outputs of the LM head) */
+    int M;                     /**< sequences, 1..DECODE_MAX_ROWS */
+    const void *wte;           /**< [V][C] token embedding (also the LM head, already [N][K]) */
+    const void *wpe;           /**< [max_T][C] position embedding */
+    const float *lnf_w;        /**< final LayerNorm gain [C] */
+    const float *lnf_b;        /**< final LayerNorm shift [C] */
+    const int *tokens;         /**< [M] each sequence's token */
+    const int *positions;      /**< [M] its position */
+    const int64_t *slots;      /**< [M] its slot in the page pools */
+    const int *tables;         /**< [M][max_pages] block tables */
+    const int *lens;           /**< [M] context lengths, the new token included */
+    int max_pages;             /**< columns of tables */
+    int block_size;            /**< tokens per page */
+    void *x;                   /**< [M][C] the residual stream (scratch) */
+    void *q;                   /**< [M][C] queries (scratch) */
+    void *att;                 /**< [M][C] attention output (scratch) */
+    void *hidden;              /**< [M][4C] the MLP's hidden layer (scratch) */
+    void *logits;              /**< [M][ldy] */
+    int ldy;                   /**< row pitch of logits (>= V) */
+    unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them */
+    unsigned *barrier;         /**< one counter for the grid barriers; the launcher zeroes it */
+    int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
+    unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
+                                    end, has its rows ready and its dot products done (globaltimer, ns) */
+} decode_step_args;
+
+/**
+ * @brief Shared memory one block of the persistent step needs for M rows, or 0
+ *        when the kernel cannot take these sizes; compare with the GPU's limit.
+ */
+size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages);
+
+/** @brief Launch one persistent decode step (a memset and one cooperative kernel); NULL, or why not. */
+const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,18 +24,21 @@
 #include "tokenizer.h"
 
 /** The paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80); v3 and v4 are v1 and v2 with the fused
- *  decode step (prefill unchanged). */
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", NULL};
+ *  decode step (prefill unchanged); v5 and v6 run that step as one persistent kernel. */
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
-                                           "v2 + fused decode step"};
-enum { N_VARIANTS = 4 };
+                                           "v2 + fused decode step",
+                                           "v3's step as one persistent kernel (grid barriers, weights issued early)",
+                                           "v4's step as one persistent kernel"};
+enum { N_VARIANTS = 6 };
 
 /** @brief Storage of variant v: odd variants are fp16. */
 static wb_dtype variant_dtype(int v) { return v % 2 ? WB_F16 : WB_F32; }
-/** @brief Whether variant v decodes with the fused step (v3, v4). */
-static int variant_fused(int v) { return v >= 2; }
+/** @brief Variant v's decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4), 2 the persistent
+ *  step (v5, v6). Non-zero: its prefill is v1's or v2's. */
+static int variant_fused(int v) { return v >= 4 ? 2 : v >= 2 ? 1 : 0; }
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
@@ -292,11 +295,79 @@ static void add_row(wb_report *rep, const char *problem, const char *size, int v
 
 static void print_profile(const char *what, const engine_profile *p)
 {
-    double total = p->layernorm + p->linear + p->attention + p->kv_append + p->lm_head + p->other;
+    double total = p->layernorm + p->linear + p->attention + p->kv_append + p->lm_head + p->other + p->whole_step;
+    if (p->whole_step > 0) {
+        printf("  %-30s total %8.3f ms: one persistent kernel per step %4.1f%%, other %4.1f%%\n", what, total,
+               100 * p->whole_step / total, 100 * (total - p->whole_step) / total);
+        return;
+    }
     printf("  %-30s total %8.3f ms: linear %4.1f%%, attention %4.1f%%, LM head %4.1f%%, LayerNorm %4.1f%%, "
            "KV append %4.1f%%, other %4.1f%%\n",
            what, total, 100 * p->linear / total, 100 * p->attention / total, 100 * p->lm_head / total,
            100 * p->layernorm / total, 100 * p->kv_append / total, 100 * p->other / total);
+}
+
+/**
+ * v5/v6: one decode step of B sequences (prompts of `prompt` tokens) traced
+ * inside the persistent kernel — when each block starts each phase and when
+ * it arrives at the barrier that ends it — and summarised per kind of phase:
+ * the phase's time from the first block's start to the next phase's first
+ * start, the mean and the slowest block's work, and the barrier (the last
+ * arrival to the first start after it).
+ */
+static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *tokens)
+{
+    int L = e->cfg.n_layer, P = 5 * L + 1, sms, seqs[8], lens[8], cur[8], nx[8];
+    wb_current_gpu(NULL, &sms);
+    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
+    const char *why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
+    size_t n = (size_t)sms * P * 4;
+    unsigned long long *h = malloc(n * sizeof *h);
+    if (!why) why = engine_decode(e, B, seqs, cur, nx, NULL); /* warm */
+    int graphs = e->use_graphs;
+    e->use_graphs = 0, e->d_trace = wb_device_alloc(n * sizeof *h, "trace");
+    if (!why) why = engine_decode(e, B, seqs, nx, cur, NULL);
+    WB_CUDA_CHECK(cudaMemcpy(h, e->d_trace, n * sizeof *h, cudaMemcpyDeviceToHost));
+    WB_CUDA_CHECK(cudaFree(e->d_trace));
+    e->d_trace = NULL, e->use_graphs = graphs;
+    for (int b = 0; b < B; ++b) engine_release(e, b);
+    if (why || !engine_persistent_step(e, B)) {
+        printf("  (no trace: %s)\n", why ? why : "this batch does not take the persistent step");
+        free(h);
+        return;
+    }
+    static const char *const kinds[] = {"QKV + LayerNorm + K/V append", "attention", "proj + residual",
+                                        "fc + LayerNorm + GELU", "fc-proj + residual", "LM head + LayerNorm + argmax"};
+    /* per kind: the phase (first start to the next phase's first start), the mean block's rows (start to rows
+     * ready, LayerNorm included), dot products, epilogue (to its arrival), the slowest block's work, the barrier */
+    double wall[6] = {0}, rows[6] = {0}, dots[6] = {0}, epi[6] = {0}, slowest[6] = {0}, barrier[6] = {0};
+    double t0 = 0, t_end = 0;
+    int count[6] = {0};
+#define T_AT(b, p, w) ((double)h[((size_t)(b) * P + (p)) * 4 + (w)])
+    for (int p = 0; p < P; ++p) {
+        int k = p == P - 1 ? 5 : p % 5;
+        double first = INFINITY, last_arrival = 0, next = INFINITY, most = 0, r = 0, dd = 0, ee = 0;
+        for (int b = 0; b < sms; ++b) {
+            double start = T_AT(b, p, 0), arrive = T_AT(b, p, 1);
+            first = fmin(first, start), last_arrival = fmax(last_arrival, arrive), most = fmax(most, arrive - start);
+            if (k != 1) r += T_AT(b, p, 2) - start, dd += T_AT(b, p, 3) - T_AT(b, p, 2), ee += arrive - T_AT(b, p, 3);
+            if (p + 1 < P) next = fmin(next, T_AT(b, p + 1, 0));
+        }
+        if (p == 0) t0 = first;
+        if (p + 1 == P) next = last_arrival, t_end = last_arrival;
+        wall[k] += next - first, slowest[k] += most, barrier[k] += next - last_arrival;
+        rows[k] += r / sms, dots[k] += dd / sms, epi[k] += ee / sms;
+        count[k]++;
+    }
+#undef T_AT
+    printf("  inside one step, batch %d, context %d (globaltimer; µs per phase, mean over the %d phases of a kind and "
+           "the %d blocks; the step %.1f µs):\n", B, prompt + 2, L, sms, (t_end - t0) * 1e-3);
+    printf("    %-30s %7s %7s %7s %8s %8s %8s\n", "phase", "time", "rows", "dots", "epilogue", "slowest", "barrier");
+    for (int k = 0; k < 6; ++k)
+        printf("    %-30s %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f\n", kinds[k], wall[k] / count[k] * 1e-3,
+               rows[k] / count[k] * 1e-3, dots[k] / count[k] * 1e-3, epi[k] / count[k] * 1e-3,
+               slowest[k] / count[k] * 1e-3, barrier[k] / count[k] * 1e-3);
+    free(h);
 }
 
 /** The serving table: up to 64 sequences with prompts of 16..512 tokens (seeded), prefilled 8 at a time. */
@@ -400,6 +471,10 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         }
         time_decode(&e, 1, prompt, 8, tokens, &pd);
         print_profile("decode batch 1, 8 steps", &pd);
+        if (variant_fused(v) == 2) {
+            print_step_trace(&e, 1, prompt, tokens);
+            print_step_trace(&e, PB, prompt, tokens);
+        }
         /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
          * (v3/v4 fuse batches of up to 8; larger batches take v1/v2's GEMM path) */
         static const int serve_batches[] = {1, 8, 32, 64};
