@@ -21,7 +21,8 @@
  * use this stage's small-M kernel instead of a tiled GEMM (see kernels.h);
  * v3 fuses each with its neighbours (LayerNorm before, bias, GELU, residual
  * add or the K/V append after, the argmax into the LM head), 4 kernels and
- * stage 09's attention per block. Activations and matrices are stored in the chosen
+ * stage 09's attention per block; v5 runs the whole step as one persistent
+ * kernel whose blocks meet at grid barriers between phases. Activations and matrices are stored in the chosen
  * precision (fp32, or fp16 with fp32 accumulation); LayerNorm parameters and
  * biases stay fp32.
  */

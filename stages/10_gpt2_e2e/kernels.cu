@@ -626,14 +626,17 @@ static __device__ __forceinline__ unsigned long long global_ns()
  *        the barrier that ends it (globaltimer, ns).
  */
 struct GridBarrier {
-    unsigned *count;
-    unsigned target;
+    unsigned *count;           /**< the arrivals so far, in global memory (zeroed before the launch) */
+    unsigned target;           /**< what the count reaches when every block has arrived at this barrier */
     unsigned long long *trace; /**< [blocks][phases][4] (start, arrive, rows ready, dot products done), or NULL */
-    int phase, phases;
+    int phase;                 /**< the phase this block is in */
+    int phases;                /**< phases in the step (the trace's second dimension) */
+    /** @brief Trace point `which` of this phase (0 start, 1 arrival, 2 rows ready, 3 dot products done). */
     __device__ __forceinline__ void mark(int which)
     {
         if (trace && threadIdx.x == 0) trace[((long long)blockIdx.x * phases + phase) * 4 + which] = global_ns();
     }
+    /** @brief Count this block in: its writes of the phase are done and visible. */
     __device__ __forceinline__ void arrive()
     {
         target += gridDim.x;
@@ -642,6 +645,7 @@ struct GridBarrier {
         if (threadIdx.x == 0) /* release: the block's writes before it are visible to whoever sees the count */
             asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
     }
+    /** @brief Wait until every block has arrived, then start the next phase. */
     __device__ __forceinline__ void wait()
     {
         if (threadIdx.x == 0) {
@@ -667,7 +671,12 @@ struct GridBarrier {
  */
 struct LinearShare {
     const uint4 *w; /**< the block's first output's weights, as 16-byte chunks */
-    int n0, outs, S, log2S, units, chunks; /**< chunks: 16-byte chunks per output (K / elements per 16 bytes); S = 2^log2S */
+    int n0;         /**< the block's first output */
+    int outs;       /**< its outputs */
+    int S;          /**< slices per output (2^log2S) */
+    int log2S;      /**< log2 of S */
+    int units;      /**< outs · S: the warps take them in turn */
+    int chunks;     /**< 16-byte chunks per output (K / elements per 16 bytes) */
 };
 
 template <typename T>
@@ -690,17 +699,25 @@ static __device__ LinearShare share_of(const void *w_t, int N, int K, bool split
 
 /** @brief Where a warp is in its work: unit u (output o, slice s), round j of the slice's chunks. */
 struct StepCursor {
-    int u, o, s, j, rounds;
+    int u;      /**< the unit */
+    int o;      /**< its output (within the block's share) */
+    int s;      /**< its slice */
+    int j;      /**< the round within the slice */
+    int rounds; /**< the slice's rounds */
+    /** @brief Move to the first round of `unit`. */
     __device__ __forceinline__ void start(const LinearShare &p, int unit)
     {
         u = unit, j = 0, o = u >> p.log2S, s = u & (p.S - 1); /* S a power of 2: no division */
         rounds = (p.chunks - s * 32 + (32 << p.log2S) - 1) >> (p.log2S + 5);
     }
+    /** @brief Whether this is the unit's last round (its dot products are then complete). */
     __device__ __forceinline__ bool last_round() const { return j + 1 == rounds; }
+    /** @brief The next round, or the warp's next unit (STEP_WARPS on). */
     __device__ __forceinline__ void advance(const LinearShare &p)
     {
         if (++j == rounds) start(p, u + STEP_WARPS);
     }
+    /** @brief This lane's 16-byte chunk of the output's K in this round. */
     __device__ __forceinline__ int chunk(const LinearShare &p, int lane) const { return (j * p.S + s) * 32 + lane; }
     /** @brief This lane's 16 bytes of the step (zeros past the work or the row: no memory access). */
     __device__ __forceinline__ uint4 fetch(const LinearShare &p, int lane) const
@@ -717,16 +734,16 @@ static __device__ __forceinline__ float load_cg(const __half *p) { return __half
 
 /** @brief What a phase's epilogue needs that the phase before does not write: requested before the barrier. */
 struct Prefetched {
-    float bias, resid;       /**< thread i's output (i / ROWS, row i % ROWS): its bias and, for a residual, y's old value */
-    float gain[STEP_LN_PER_THREAD], shift[STEP_LN_PER_THREAD]; /**< LayerNorm parameters of k = thread + i·STEP_THREADS */
+    float bias;  /**< the bias of this thread's output (output thread / ROWS, row thread % ROWS) */
+    float resid; /**< for a residual add, y's old value there */
+    float gain[STEP_LN_PER_THREAD];  /**< LayerNorm gain at k = thread + i·STEP_THREADS */
+    float shift[STEP_LN_PER_THREAD]; /**< LayerNorm shift at the same k */
 };
 
 /**
  * @brief Start phase `p` before its barrier: each lane's first STEP_SLOTS
  *        16-byte weight loads (the cursor then points past them), the
- *        epilogue's bias and old residual value, the LayerNorm parameters;
- *        and, with l2_prefetch, the block's share of the linear after this one
- *        requested into L2.
+ *        epilogue's bias and old residual value, the LayerNorm parameters.
  */
 template <typename T, int ROWS>
 static __device__ __forceinline__ void issue_phase(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], StepCursor &ahead,
@@ -915,8 +932,8 @@ static __device__ __forceinline__ void run_phase(const LinearShare &p, uint4 (&s
 
 /** @brief The step's own inputs, in shared memory for the whole step. */
 struct StepInputs {
-    int lens[DECODE_MAX_ROWS];
-    long long slots[DECODE_MAX_ROWS];
+    int lens[DECODE_MAX_ROWS];        /**< each sequence's context length, the new token included */
+    long long slots[DECODE_MAX_ROWS]; /**< each sequence's slot in the page pools */
     const int *tables; /**< [M][max_pages], shared memory */
 };
 
@@ -1044,14 +1061,19 @@ enum StepPhase { PHASE_QKV, PHASE_ATTENTION, PHASE_PROJ, PHASE_FC, PHASE_FCPROJ 
 
 /** @brief What a linear phase multiplies, with what before and after. */
 struct LinearPhase {
-    decode_epilogue epilogue;
+    decode_epilogue epilogue;         /**< what happens to each output */
     const void *w;                    /**< [N][K] */
-    const float *bias, *ln_w, *ln_b;  /**< NULL where the phase has none */
+    const float *bias;                /**< [N], or NULL */
+    const float *ln_w;                /**< LayerNorm gain [K] before the multiply, or NULL */
+    const float *ln_b;                /**< LayerNorm shift [K] */
     const void *src;                  /**< the input rows [M][K]; NULL: the embedding (the first QKV) */
     void *y;                          /**< q, x (residual), hidden, or the logits */
     const void *resid;                /**< the residual's old values (x), or NULL */
-    int N, K, linear;                 /**< linear: the step's linear number (4 per block), for the L2 prefetch */
-    void *k_pool, *v_pool;            /**< the QKV phase's page pools */
+    int N;                            /**< outputs per row */
+    int K;                            /**< inputs per row */
+    int linear;                       /**< the step's linear number (4 per block), for the L2 prefetch */
+    void *k_pool;                     /**< the QKV phase's K page pool */
+    void *v_pool;                     /**< and V */
 };
 
 /** @brief Phase i of the step (not an attention phase). */

@@ -307,6 +307,12 @@ static void print_profile(const char *what, const engine_profile *p)
            100 * p->layernorm / total, 100 * p->kv_append / total, 100 * p->other / total);
 }
 
+/** Trace point w (0 start, 1 arrival, 2 rows ready, 3 dot products done) of block b in phase p of P, ns. */
+static double trace_at(const unsigned long long *h, int P, int b, int p, int w)
+{
+    return (double)h[((size_t)b * P + p) * 4 + w];
+}
+
 /**
  * v5/v6: one decode step of B sequences (prompts of `prompt` tokens) traced
  * inside the persistent kernel — when each block starts each phase and when
@@ -343,15 +349,14 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     double wall[6] = {0}, rows[6] = {0}, dots[6] = {0}, epi[6] = {0}, slowest[6] = {0}, barrier[6] = {0};
     double t0 = 0, t_end = 0;
     int count[6] = {0};
-#define T_AT(b, p, w) ((double)h[((size_t)(b) * P + (p)) * 4 + (w)])
     for (int p = 0; p < P; ++p) {
         int k = p == P - 1 ? 5 : p % 5;
         double first = INFINITY, last_arrival = 0, next = INFINITY, most = 0, r = 0, dd = 0, ee = 0;
         for (int b = 0; b < sms; ++b) {
-            double start = T_AT(b, p, 0), arrive = T_AT(b, p, 1);
+            double start = trace_at(h, P, b, p, 0), arrive = trace_at(h, P, b, p, 1);
             first = fmin(first, start), last_arrival = fmax(last_arrival, arrive), most = fmax(most, arrive - start);
-            if (k != 1) r += T_AT(b, p, 2) - start, dd += T_AT(b, p, 3) - T_AT(b, p, 2), ee += arrive - T_AT(b, p, 3);
-            if (p + 1 < P) next = fmin(next, T_AT(b, p + 1, 0));
+            if (k != 1) r += trace_at(h, P, b, p, 2) - start, dd += trace_at(h, P, b, p, 3) - trace_at(h, P, b, p, 2), ee += arrive - trace_at(h, P, b, p, 3);
+            if (p + 1 < P) next = fmin(next, trace_at(h, P, b, p + 1, 0));
         }
         if (p == 0) t0 = first;
         if (p + 1 == P) next = last_arrival, t_end = last_arrival;
@@ -359,7 +364,6 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
         rows[k] += r / sms, dots[k] += dd / sms, epi[k] += ee / sms;
         count[k]++;
     }
-#undef T_AT
     printf("  inside one step, batch %d, context %d (globaltimer; µs per phase, mean over the %d phases of a kind and "
            "the %d blocks; the step %.1f µs):\n", B, prompt + 2, L, sms, (t_end - t0) * 1e-3);
     printf("    %-30s %7s %7s %7s %8s %8s %8s\n", "phase", "time", "rows", "dots", "epilogue", "slowest", "barrier");
