@@ -612,14 +612,16 @@ static __device__ __forceinline__ unsigned long long global_ns()
  *        global memory, wait() waits until it reaches (barriers so far) ×
  *        (blocks). Between them a block may do what does not depend on the
  *        other blocks — request the next phase's weights — so the loads are in
- *        flight while the slowest block finishes. arrive() counts the block
- *        with a releasing add, so its writes are visible before the count is
- *        (it runs before the weight loads are issued: a release also waits
- *        for the thread's loads in flight); wait() polls with relaxed loads
- *        and ends with one acquiring load. Every read of data written inside the step goes
- *        through L2 (__ldcg), so no block sees a stale L1 line. Only
- *        a cooperative launch guarantees that all blocks are resident, so
- *        that waiting cannot deadlock.
+ *        flight while the slowest block finishes.
+ *
+ *        arrive() counts the block with a releasing add, so its writes are
+ *        visible before the count is (it runs before the weight loads are
+ *        issued: a release also waits for the thread's loads in flight).
+ *        wait() polls with relaxed loads and ends with one acquiring load.
+ *        Every read of data written inside the step goes through L2
+ *        (__ldcg), so no block sees a stale L1 line. Only a cooperative
+ *        launch guarantees that all blocks are resident, so that waiting
+ *        cannot deadlock.
  *
  *        With a trace buffer, thread 0 writes when its block starts each
  *        phase, has its rows ready, has its dot products done, and arrives at
@@ -665,9 +667,10 @@ struct GridBarrier {
 /**
  * @brief A block's share of one linear layer: outputs n0 … n0 + outs − 1 of W
  *        ([N][K], a contiguous run of rows). With fewer outputs than warps,
- *        each output's K is split into S slices, so that every warp streams:
- *        unit u is output u / S, slice u % S, and slice s takes the lanes'
- *        16-byte chunks (j·S + s)·32 + lane for j = 0, 1, …
+ *        each output's K is split into S slices (a power of 2), so that every
+ *        warp streams: unit u is output u / S, slice u % S (a shift and a
+ *        mask), and slice s takes the lanes' 16-byte chunks (j·S + s)·32 +
+ *        lane for j = 0, 1, …
  */
 struct LinearShare {
     const uint4 *w; /**< the block's first output's weights, as 16-byte chunks */
