@@ -55,6 +55,17 @@ static int find_attention(const char *id)
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
+/** Lay a decode step's inputs out from `base` (slots first: 8-byte aligned) into `v`; returns their bytes. */
+static size_t step_inputs_at(void *base, int max_seqs, int pages_per_seq, engine_step_inputs *v)
+{
+    v->slots = (int64_t *)base;
+    v->tokens = (int *)(v->slots + max_seqs);
+    v->positions = v->tokens + max_seqs;
+    v->lens = v->positions + max_seqs;
+    v->tables = v->lens + max_seqs;
+    return (size_t)((char *)(v->tables + (size_t)max_seqs * pages_per_seq) - (char *)base);
+}
+
 const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int decode_path, int max_seqs,
                         int max_tokens)
 {
@@ -189,19 +200,11 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->h_slots = wb_host_alloc(R * 8, "slots");
     /* a decode step's inputs: one block, pinned on the host, so that one asynchronous copy uploads them (five
      * synchronous copies cost ~50 µs a step, a quarter of v5's step) */
-    size_t step_bytes = (size_t)max_seqs * (8 + 3 * 4 + (size_t)pages_per_seq * 4);
-    void *hb, *db = wb_device_alloc(step_bytes, "decode step inputs");
-    WB_CUDA_CHECK(cudaMallocHost(&hb, step_bytes));
-    engine_step_inputs *views[] = {&e->step_h, &e->step_d};
-    char *bases[] = {hb, db};
-    for (int i = 0; i < 2; ++i) {
-        char *b = bases[i];
-        views[i]->slots = (int64_t *)b;
-        views[i]->tokens = (int *)(b + (size_t)max_seqs * 8);
-        views[i]->positions = views[i]->tokens + max_seqs;
-        views[i]->lens = views[i]->positions + max_seqs;
-        views[i]->tables = views[i]->lens + max_seqs;
-    }
+    size_t step_bytes = step_inputs_at(NULL, max_seqs, pages_per_seq, &e->step_h);
+    void *host;
+    WB_CUDA_CHECK(cudaMallocHost(&host, step_bytes));
+    step_inputs_at(host, max_seqs, pages_per_seq, &e->step_h);
+    step_inputs_at(wb_device_alloc(step_bytes, "decode step inputs"), max_seqs, pages_per_seq, &e->step_d);
     e->use_graphs = 1;
     return NULL;
 }

@@ -599,6 +599,18 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
 /** @brief log2(e): attention's exponentials in base 2. */
 #define STEP_LOG2E 1.4426950408889634f
 
+/**
+ * @brief Most units (outputs × slices) of one block's share of a linear that
+ *        go through shared memory: at most ⌈4C / blocks⌉ outputs (fc, the
+ *        widest), or, when outputs are split into slices, at most one unit per
+ *        warp. The kernel lays out its shared memory with it, the host sizes it.
+ */
+static __host__ __device__ __forceinline__ int step_max_units(int C, int blocks)
+{
+    int most_outputs = 4 * C / blocks + 1;
+    return most_outputs > STEP_WARPS ? most_outputs : STEP_WARPS;
+}
+
 /** @brief The GPU's clock in nanoseconds, the same on every SM (for the step's trace). */
 static __device__ __forceinline__ unsigned long long global_ns()
 {
@@ -853,24 +865,6 @@ static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetch
 }
 
 /**
- * @brief Ask L2 for this block's share of the step's linear number i (four
- *        per block: QKV, proj, fc, fc-proj; none past the last block: the LM
- *        head streams on its own), so that its loads, when issued, find it
- *        there.
- */
-template <typename T>
-static __device__ void prefetch_linear(const decode_layer_weights *layers, int L, int C, int i)
-{
-    if (i >= 4 * L) return;
-    const decode_layer_weights &W = layers[i / 4];
-    int part = i % 4, N = part == 0 ? 3 * C : part == 2 ? 4 * C : C, K = part == 3 ? 4 * C : C;
-    const void *w = part == 0 ? W.qkv_wt : part == 1 ? W.proj_wt : part == 2 ? W.fc_wt : W.fcproj_wt;
-    long long n0 = (long long)N * blockIdx.x / gridDim.x, n1 = (long long)N * (blockIdx.x + 1) / gridDim.x;
-    prefetch_l2((const T *)w + n0 * K, (n1 - n0) * K * (long long)sizeof(T));
-}
-
-
-/**
  * @brief Run a linear phase after its barrier (the input rows staged): each
  *        warp consumes its slots in order and refills each with the load
  *        STEP_SLOTS steps further on, so loads stay in flight while it
@@ -1101,6 +1095,23 @@ static __device__ __forceinline__ LinearPhase describe_phase(const decode_step_a
 }
 
 /**
+ * @brief Ask L2 for this block's share of the step's linear number j (four
+ *        per block: QKV, proj, fc, fc-proj; none past the last block: the LM
+ *        head streams on its own), so that its loads, when issued, find it
+ *        there.
+ */
+template <typename T>
+static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a, const decode_layer_weights *layers,
+                                                       int j)
+{
+    if (j >= 4 * a.L) return;
+    int part = j % 4; /* the linears are phases 0, 2, 3 and 4 of a block (attention is phase 1) */
+    LinearPhase d = describe_phase(a, layers, 5 * (j / 4) + (part ? part + 1 : 0));
+    LinearShare share = share_of<T>(d.w, d.N, d.K, true);
+    prefetch_l2(share.w, (long long)share.outs * share.chunks * 16);
+}
+
+/**
  * @brief v5: one decode step, one kernel. The step is a list of 5·L + 1
  *        phases, and every block walks it: for each phase it requests what
  *        does not depend on the phase before (its share of the weights, its
@@ -1120,8 +1131,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
     T *rows = reinterpret_cast<T *>(layers + L);                                   /* [ROWS][4C] */
     float *partial = reinterpret_cast<float *>(rows + (long long)ROWS * 4 * C);   /* [units][ROWS] */
-    int units_max = 4 * C / (int)gridDim.x + 1 > STEP_WARPS ? 4 * C / (int)gridDim.x + 1 : STEP_WARPS;
-    int *tables = reinterpret_cast<int *>(partial + units_max * ROWS);             /* [M][max_pages] */
+    int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x) * ROWS); /* [M][max_pages] */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
     GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
@@ -1170,7 +1180,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 __syncthreads();
             }
             if (d.ln_w) layernorm_step_rows<T, ROWS>(rows, M, d.K, pre, d.ln_w, d.ln_b);
-            if (a.l2_prefetch) prefetch_linear<T>(layers, L, C, d.linear + a.l2_prefetch);
+            if (a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
@@ -1190,8 +1200,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
 /** @brief Dynamic shared memory of one block: the layer table, ROWS rows of 4C, the partial sums, the block tables. */
 static size_t step_smem_bytes(size_t elem, int rows, int C, int L, int max_pages, int blocks)
 {
-    int units = 4 * C / blocks + 1 > STEP_WARPS ? 4 * C / blocks + 1 : STEP_WARPS; /* as the kernel's units_max */
-    return (size_t)L * sizeof(decode_layer_weights) + (size_t)rows * 4 * C * elem + (size_t)units * rows * 4 +
+    return (size_t)L * sizeof(decode_layer_weights) + (size_t)rows * 4 * C * elem +
+           (size_t)step_max_units(C, blocks) * rows * 4 +
            (size_t)rows * max_pages * 4;
 }
 

@@ -38,7 +38,7 @@ enum { N_VARIANTS = 6 };
 static wb_dtype variant_dtype(int v) { return v % 2 ? WB_F16 : WB_F32; }
 /** @brief Variant v's decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4), 2 the persistent
  *  step (v5, v6). Non-zero: its prefill is v1's or v2's. */
-static int variant_fused(int v) { return v >= 4 ? 2 : v >= 2 ? 1 : 0; }
+static int variant_decode_path(int v) { return v >= 4 ? 2 : v >= 2 ? 1 : 0; }
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
@@ -92,7 +92,7 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
     wb_dtype dtype = variant_dtype(v);
     wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
     gpt2_engine e;
-    const char *why = engine_init(&e, m, dtype, variant_fused(v), 8, 3 * c->max_T);
+    const char *why = engine_init(&e, m, dtype, variant_decode_path(v), 8, 3 * c->max_T);
     printf("%s model (V %d, L %d, H %d, C %d), %s: %s:\n", full_size ? "full-size random" : "tiny random", V,
            c->n_layer, c->n_head, c->C, variant_ids[v], variant_what[v]);
     if (why) {
@@ -324,6 +324,10 @@ static double trace_at(const unsigned long long *h, int P, int b, int p, int w)
 static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *tokens)
 {
     int L = e->cfg.n_layer, P = 5 * L + 1, sms, seqs[8], lens[8], cur[8], nx[8];
+    if (!engine_persistent_step(e, B)) {
+        printf("  (no trace: batch %d does not take the persistent step)\n", B);
+        return;
+    }
     wb_current_gpu(NULL, &sms);
     for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
     const char *why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
@@ -337,8 +341,8 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     WB_CUDA_CHECK(cudaFree(e->d_trace));
     e->d_trace = NULL, e->use_graphs = graphs;
     for (int b = 0; b < B; ++b) engine_release(e, b);
-    if (why || !engine_persistent_step(e, B)) {
-        printf("  (no trace: %s)\n", why ? why : "this batch does not take the persistent step");
+    if (why) {
+        printf("  (no trace: %s)\n", why);
         free(h);
         return;
     }
@@ -439,13 +443,13 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         wb_dtype dtype = variant_dtype(v);
         double limit = steps_per_s_limit[dtype == WB_F16];
         gpt2_engine e;
-        const char *why = engine_init(&e, m, dtype, variant_fused(v), SERVE_MAX_SEQS, PB * T);
+        const char *why = engine_init(&e, m, dtype, variant_decode_path(v), SERVE_MAX_SEQS, PB * T);
         if (why) {
             printf("%s: %s\n", variant_ids[v], why);
             continue;
         }
         double ms;
-        if (!variant_fused(v)) { /* v3 and v4 prefill with v1's and v2's kernels */
+        if (!variant_decode_path(v)) { /* v3 and v4 prefill with v1's and v2's kernels */
             snprintf(size, sizeof size, "B%d x T%d", PB, T);
             ms = time_prefill(&e, PB, T, tokens, 3);
             add_row(&rep, "prefill, tokens per second", size, v, ms, (double)PB * T,
@@ -466,7 +470,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         engine_profile pp = {0}, pd = {0};
         printf("%s, where the time goes (each kind of kernel synchronised, so launch gaps are charged too):\n",
                variant_ids[v]);
-        if (!variant_fused(v)) {
+        if (!variant_decode_path(v)) {
             e.profile = &pp;
             time_prefill(&e, PB, T, tokens, 1);
             pp.layernorm /= 2, pp.linear /= 2, pp.attention /= 2, pp.kv_append /= 2, pp.lm_head /= 2, pp.other /= 2;
@@ -475,7 +479,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         }
         time_decode(&e, 1, prompt, 8, tokens, &pd);
         print_profile("decode batch 1, 8 steps", &pd);
-        if (variant_fused(v) == 2) {
+        if (variant_decode_path(v) == 2) {
             print_step_trace(&e, 1, prompt, tokens);
             print_step_trace(&e, PB, prompt, tokens);
         }
@@ -627,7 +631,7 @@ int main(int argc, char **argv)
                weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model.cfg.vocab,
                model.cfg.max_T, model.cfg.n_layer, model.cfg.n_head, model.cfg.C, wb_dtype_name(dtype));
         gpt2_engine e;
-        const char *why = engine_init(&e, &model, dtype, variant_fused(v), (int)batch, (int)(batch * n_ids));
+        const char *why = engine_init(&e, &model, dtype, variant_decode_path(v), (int)batch, (int)(batch * n_ids));
         int B = (int)batch, *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
         int *nx = malloc((size_t)B * 4), *all = malloc((size_t)B * n_ids * 4), total = 0;
         int **out = malloc((size_t)B * sizeof(int *));
