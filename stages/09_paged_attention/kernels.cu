@@ -8,10 +8,12 @@
  * is the copy bandwidth; the question is how to keep enough loads in flight
  * when there are only B·Hq query rows to spread over the GPU.
  *
- * One kernel does the attention in all four variants; what changes is where
- * the rows come from (pages or a contiguous copy), how many blocks share one
- * sequence (one, or one per partition) and how many query heads share one block
- * (one, or a grouped-query group).
+ * One kernel does the attention in v1–v5; what changes is where the rows come
+ * from (pages or a contiguous copy), how many blocks share one sequence (one,
+ * or one per partition), how many query heads share one block (one, or a
+ * grouped-query group) and how lean its inner loop is. v6 keeps v5's loop in a
+ * kernel of its own that hands out the work differently: no empty blocks, the
+ * row's tiles shared by its blocks through a counter, one merge for all rows.
  */
 #include <cuda_fp16.h>
 #include <math.h>
@@ -348,6 +350,229 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
 }
 
 
+/**
+ * @brief v6's workers: which sequence the block serves and which of its workers it is.
+ *
+ * v6 launches no empty blocks: its grid has exactly Σ_b n_b blocks per head group, where
+ * sequence b gets n_b = ⌈len_b / worker_tokens⌉ of them. Block u finds its sequence by a
+ * running sum of the n_b over the lengths, 32 sequences per step (one lane each, a warp
+ * scan, a ballot for the first sum past u). Every warp does it for itself: no barrier.
+ */
+struct Worker {
+    int b;      /**< the sequence (-1: past the work, when the grid was sized from other lengths) */
+    int index;  /**< this block's worker number in its sequence */
+    int count;  /**< the sequence's workers (n_b): partials the merge adds */
+    int len;    /**< the sequence's context length */
+};
+
+static __device__ Worker find_worker(const int *lens, int B, int worker_tokens, int max_parts, int u)
+{
+    int lane = threadIdx.x % 32;
+    for (int base = 0; base < B; base += 32) {
+        int b = base + lane, len = b < B ? lens[b] : 0;
+        int n = min((len + worker_tokens - 1) / worker_tokens, max_parts), sum = n;
+#pragma unroll
+        for (int off = 1; off < 32; off *= 2) { /* inclusive scan of the lanes' worker counts */
+            int x = __shfl_up_sync(0xffffffffu, sum, off);
+            if (lane >= off) sum += x;
+        }
+        int total = __shfl_sync(0xffffffffu, sum, 31);
+        if (u < total) {
+            int first = __ffs(__ballot_sync(0xffffffffu, sum > u)) - 1; /* the first sequence whose sum passes u */
+            Worker w;
+            w.b = base + first;
+            w.count = __shfl_sync(0xffffffffu, n, first);
+            w.index = u - (__shfl_sync(0xffffffffu, sum, first) - w.count);
+            w.len = __shfl_sync(0xffffffffu, len, first);
+            return w;
+        }
+        u -= total;
+    }
+    return Worker{-1, 0, 0, 0};
+}
+
+/**
+ * @brief v6 — v5's loop, with the fixed costs the step trace showed taken out:
+ *        the row's tiles shared by its workers, no empty blocks, one merge for all G rows.
+ *
+ * - **Shared tiles.** v5 gives each block a fixed partition and each warp every 4th tile of
+ *   it; blocks on busier SMs finish later, and the step waits for the slowest (on the H100,
+ *   B8 Hq32 Hkv8 d128 context 4096: blocks' loops ended between 50.7 and 58.1 µs). Here each
+ *   warp's first tile is fixed (tile w·DECODE_WARPS + warp of worker w), and every later one
+ *   comes from the row's tile counter (`atomicAdd`, one per tile and warp, asked for one
+ *   tile ahead so its answer is back before it is needed): a fast warp takes more tiles, and
+ *   every worker of the row runs out of tiles within a tile of the others. The online
+ *   softmax does not care which tokens a worker saw, or in what order.
+ * - **No empty blocks.** v5's grid is max_parts wide for every sequence; at mixed lengths
+ *   two thirds of its blocks found their partition past their sequence's end and returned,
+ *   but each took a slot first, and the real blocks behind them started up to 11 µs late.
+ *   v6's grid has only real workers (find_worker).
+ * - **One merge for the G rows.** v5's last block merged its G rows one after another,
+ *   three trips to L2 each (the max, the sums, the outputs); v6's threads take the G·D
+ *   outputs together, and each adds the partitions in one pass (an online merge: every
+ *   load of m, l and o is independent of the others, so they are all in flight at once).
+ */
+template <typename T, int D, int G, int PASSES>
+__global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_SM : DECODE_MIN_BLOCKS_PER_SM)
+    paged_decode_shared_tiles(const T *q, const T *k_pool, const T *v_pool, PagedRowsFast rows, const int *lens,
+                              int B, T *o, float *part_m, float *part_l, float *part_o, int *counters,
+                              int *tile_counters, int Hq, int Hkv, int worker_tokens, int max_parts, float scale_log2)
+{
+    constexpr int EP = Vec16<T>::N, CHUNKS = D / EP, TOKENS_PER_PASS = 32 / CHUNKS;
+    constexpr int TILE = PASSES * TOKENS_PER_PASS;
+    __shared__ float warp_m[G][DECODE_WARPS], warp_l[G][DECODE_WARPS], warp_o[G][DECODE_WARPS][D];
+    wb_dependent_launch_sync();
+    Worker wk = find_worker(lens, B, worker_tokens, max_parts, blockIdx.x);
+    if (wk.b < 0) return;
+    int b = wk.b, h0 = blockIdx.y * G, len = wk.len;
+    long long row0 = (long long)b * Hq + h0; /* the block's first query row; its G rows follow */
+    int kvh = h0 / (Hq / Hkv);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
+    int n_tiles = (len + TILE - 1) / TILE, first_shared = wk.count * DECODE_WARPS;
+
+    float qv[G][EP], acc[G][EP], m[G], l[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        unpack16(*reinterpret_cast<const uint4 *>(q + (row0 + g) * D + c * EP), qv[g], T());
+#pragma unroll
+        for (int k = 0; k < EP; ++k) qv[g][k] *= scale_log2, acc[g][k] = 0.0f;
+        m[g] = -INFINITY, l[g] = 0.0f;
+    }
+    auto load_tile = [&](int tile, uint4 (&kr)[PASSES], uint4 (&vr)[PASSES]) {
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) { /* past the end: the last token again, masked below (v5) */
+            long long off = rows.row(b, kvh, min(tile * TILE + p * TOKENS_PER_PASS + sub, len - 1)) * D + c * EP;
+            kr[p] = *reinterpret_cast<const uint4 *>(k_pool + off);
+            vr[p] = *reinterpret_cast<const uint4 *>(v_pool + off);
+        }
+    };
+    /* the row's next unclaimed tile: lane 0 asks, the warp reads the answer one tile later */
+    auto claim = [&]() { return lane == 0 ? first_shared + atomicAdd(&tile_counters[row0], 1) : 0; };
+    uint4 kr[PASSES], vr[PASSES], k_next[PASSES], v_next[PASSES];
+    int cur = wk.index * DECODE_WARPS + warp; /* the warp's own first tile: no counter to wait for */
+    int asked = claim();
+    if (cur < n_tiles) load_tile(cur, kr, vr);
+#pragma unroll 2
+    while (cur < n_tiles) {
+        int nxt = __shfl_sync(0xffffffffu, asked, 0);
+        if (nxt < n_tiles) {
+            load_tile(nxt, k_next, v_next);
+            asked = claim();
+        }
+        int t0 = cur * TILE;
+        float s[G][PASSES], tile_max[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            float kf[EP];
+            unpack16(kr[p], kf, T());
+            bool valid = t0 + p * TOKENS_PER_PASS + sub < len;
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                float x = 0.0f;
+#pragma unroll
+                for (int k = 0; k < EP; ++k) x += qv[g][k] * kf[k];
+#pragma unroll
+                for (int off = 1; off < CHUNKS; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+                s[g][p] = valid ? x : -INFINITY;
+                tile_max[g] = fmaxf(tile_max[g], s[g][p]);
+            }
+        }
+        float base[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+            for (int off = CHUNKS; off < 32; off *= 2)
+                tile_max[g] = fmaxf(tile_max[g], __shfl_xor_sync(0xffffffffu, tile_max[g], off));
+            float m_new = fmaxf(m[g], tile_max[g]);
+            base[g] = m_new == -INFINITY ? 0.0f : m_new;
+            if (m_new > m[g]) {
+                float alpha = exp2_approx(m[g] - base[g]);
+                l[g] *= alpha;
+#pragma unroll
+                for (int k = 0; k < EP; ++k) acc[g][k] *= alpha;
+            }
+            m[g] = m_new;
+        }
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            float vf[EP];
+            unpack16(vr[p], vf, T());
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                float pr = exp2_approx(s[g][p] - base[g]);
+                l[g] += pr;
+#pragma unroll
+                for (int k = 0; k < EP; ++k) acc[g][k] += pr * vf[k];
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) kr[p] = k_next[p], vr[p] = v_next[p];
+        cur = nxt;
+    }
+    /* the warps' results, merged in shared memory as in v5 */
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int off = CHUNKS; off < 32; off *= 2) {
+            l[g] += __shfl_xor_sync(0xffffffffu, l[g], off);
+#pragma unroll
+            for (int k = 0; k < EP; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
+        }
+        if (lane == 0) warp_m[g][warp] = m[g], warp_l[g][warp] = l[g];
+        if (sub == 0)
+#pragma unroll
+            for (int k = 0; k < EP; ++k) warp_o[g][warp][c * EP + k] = acc[g][k];
+    }
+    __syncthreads();
+    bool alone = wk.count == 1; /* one worker: it writes O itself */
+    for (int ge = threadIdx.x; ge < G * D; ge += blockDim.x) {
+        int g = ge / D, e = ge % D;
+        float M = -INFINITY, L = 0.0f, sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < DECODE_WARPS; ++w) M = fmaxf(M, warp_m[g][w]);
+        float base = M == -INFINITY ? 0.0f : M;
+#pragma unroll
+        for (int w = 0; w < DECODE_WARPS; ++w) {
+            float scale = exp2_approx(warp_m[g][w] - base);
+            L += scale * warp_l[g][w], sum += scale * warp_o[g][w][e];
+        }
+        if (alone) {
+            store(o, (row0 + g) * D + e, sum / L);
+            continue;
+        }
+        long long slot = (row0 + g) * max_parts + wk.index;
+        part_o[slot * D + e] = sum;
+        if (e == 0) part_m[slot] = M, part_l[slot] = L;
+    }
+    /* the last worker of the row to finish merges (v3's counter); it also rewinds the tile counter, which
+     * every worker has stopped asking by then (each warp's last claim came before its block counted in) */
+    __shared__ int is_last;
+    if (!alone) __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        is_last = alone || atomicAdd(&counters[row0], 1) == wk.count - 1;
+        if (is_last) counters[row0] = 0, tile_counters[row0] = 0;
+    }
+    __syncthreads();
+    if (!is_last || alone) return;
+    for (int ge = threadIdx.x; ge < G * D; ge += blockDim.x) {
+        int g = ge / D, e = ge % D;
+        long long slot0 = (row0 + g) * max_parts;
+        float M = -INFINITY, L = 0.0f, sum = 0.0f;
+#pragma unroll 4
+        for (int w = 0; w < wk.count; ++w) { /* online: the loads of every partition are independent */
+            float mw = __ldcg(part_m + slot0 + w), lw = __ldcg(part_l + slot0 + w);
+            float ow = __ldcg(part_o + (slot0 + w) * D + e);
+            float M_new = fmaxf(M, mw), base = M_new == -INFINITY ? 0.0f : M_new;
+            float a = exp2_approx(M - base), x = exp2_approx(mw - base);
+            L = L * a + lw * x, sum = sum * a + ow * x, M = M_new;
+        }
+        store(o, (row0 + g) * D + e, sum / L);
+    }
+}
+
 static int max_parts_for(int max_len) { return (max_len + MIN_PARTITION_TOKENS - 1) / MIN_PARTITION_TOKENS; }
 
 size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len)
@@ -376,14 +601,15 @@ static const char *decode_contract(const decode_problem *p)
  * @brief Blocks of one kernel that fit the GPU at once (occupancy × SMs), asked
  *        once per kernel: the partition rules below run on every decode step's launch.
  */
-template <typename T, int D, class Rows, int G, int PASSES>
+template <typename T, int D, class Rows, int G, int PASSES, bool SHARED_TILES = false>
 static long long resident_blocks(void)
 {
     static int sms = 0, per_sm = 0;
     if (!sms) {
         wb_current_gpu(NULL, &sms);
-        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, paged_decode_partition<T, D, Rows, G, PASSES>, DECODE_WARPS * 32, 0));
+        const void *kernel = SHARED_TILES ? (const void *)paged_decode_shared_tiles<T, D, G, PASSES>
+                                          : (const void *)paged_decode_partition<T, D, Rows, G, PASSES>;
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, 0));
     }
     return (long long)sms * (per_sm > 0 ? per_sm : 1);
 }
@@ -586,6 +812,83 @@ static const char *launch_paged_lean(const decode_problem *p)
     return launch_grouped(p, rows);
 }
 
+/** @brief v6's workers for sequence b: ⌈len_b / worker_tokens⌉, at most max_parts (find_worker counts the same). */
+static long long workers_for(const decode_problem *p, int worker_tokens, int max_parts)
+{
+    long long n = 0;
+    for (int b = 0; b < p->B; ++b) {
+        int w = (p->host_lens[b] + worker_tokens - 1) / worker_tokens;
+        n += w < max_parts ? w : max_parts;
+    }
+    return n;
+}
+
+/**
+ * @brief v6's tokens per worker: the fewest (a multiple of 128, at least MIN_PARTITION_TOKENS)
+ *        whose workers, over all sequences and head groups, fit the GPU at once. Fewer
+ *        tokens per worker only add workers that cannot run yet; since a row's workers share
+ *        its tiles, none of them needs to be the same size as another.
+ */
+static int worker_tokens_from_lengths(const decode_problem *p, long long slots, int groups, int max_parts)
+{
+    int wt = MIN_PARTITION_TOKENS;
+    while (wt < p->max_len && workers_for(p, wt, max_parts) * groups > slots) wt += 128;
+    return wt;
+}
+
+/** @brief v6 for one storage type, head size and group: the grid is exactly the workers (no empty blocks). */
+template <typename T, int D, int G, int PASSES>
+static const char *launch_shared_tiles_typed(const decode_problem *p, PagedRowsFast rows)
+{
+    int groups = p->Hq / G, max_parts = max_parts_for(p->max_len);
+    long long slots = resident_blocks<T, D, PagedRowsFast, G, PASSES, true>();
+    int worker_tokens = worker_tokens_from_lengths(p, slots, groups, max_parts);
+    long long workers = workers_for(p, worker_tokens, max_parts);
+    if (workers > 0x7fffffffLL) return "needs fewer than 2^31 workers per head group";
+    float *part_m = (float *)p->workspace;
+    float *part_l = part_m + (size_t)p->B * p->Hq * max_parts;
+    float *part_o = part_l + (size_t)p->B * p->Hq * max_parts;
+    wb_launch_config launch;
+    cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3((unsigned)workers, groups), dim3(DECODE_WARPS * 32),
+                                                    0, p->dependent_launch);
+    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, paged_decode_shared_tiles<T, D, G, PASSES>, (const T *)p->q,
+                                     (const T *)p->k_pool, (const T *)p->v_pool, rows, p->lens, p->B, (T *)p->o,
+                                     part_m, part_l, part_o, p->counters, p->tile_counters, p->Hq, p->Hkv,
+                                     worker_tokens, max_parts, p->scale * LOG2E));
+    WB_CHECK_LAUNCH("paged_decode_shared_tiles");
+    return NULL;
+}
+
+/** @brief v6 for p's storage type and head size: v5's query heads per block and loads in flight. */
+template <typename T, int D>
+static const char *launch_shared_tiles_for(const decode_problem *p, PagedRowsFast rows)
+{
+    int group = p->Hq / p->Hkv;
+    if (group % 4 == 0) return launch_shared_tiles_typed<T, D, 4, V4_PASSES_G4>(p, rows);
+    if (group % 2 == 0) return launch_shared_tiles_typed<T, D, 2, 2 * V4_PASSES_G4>(p, rows);
+    return launch_shared_tiles_typed<T, D, 1, DECODE_PASSES>(p, rows);
+}
+
+/**
+ * @brief v6 — v5's loop with the step's fixed costs cut: each row's tiles shared by its
+ *        workers through a counter, a grid of real workers only, and the last worker's
+ *        merge of all G rows at once (paged_decode_shared_tiles). It needs the lengths on
+ *        the host, to size its grid.
+ */
+static const char *launch_paged_shared_tiles(const decode_problem *p)
+{
+    if (const char *why = split_contract(p)) return why;
+    if (!p->host_lens) return "needs the context lengths on the host (host_lens), to size its grid";
+    if (!p->tile_counters) return "needs tile counters (B*Hq ints, zero)";
+    if (p->block_size < 1 || p->block_size > 4096) return "needs a block size of 1 to 4096 tokens";
+    unsigned bs = (unsigned)p->block_size;
+    PagedRowsFast rows = {p->block_tables, p->max_pages_per_seq, bs, (unsigned)p->Hkv,
+                          bs == 1 ? 0u : (unsigned)((0x100000000ull + bs - 1) / bs), bs == 1 ? 0xffffffffu : 0u};
+    if (p->dtype == WB_F32)
+        return p->d == 64 ? launch_shared_tiles_for<float, 64>(p, rows) : launch_shared_tiles_for<float, 128>(p, rows);
+    return p->d == 64 ? launch_shared_tiles_for<__half, 64>(p, rows) : launch_shared_tiles_for<__half, 128>(p, rows);
+}
+
 int decode_partition_tokens(const decode_problem *p)
 {
     if (p->dtype == WB_F32)
@@ -602,5 +905,6 @@ const decode_variant decode_variants[] = {
     {"v3", "split into partitions, last block merges (flash-decoding)", launch_paged_split},
     {"v4", "v3 + one block per KV head's query group (GQA)", launch_paged_grouped},
     {"v5", "v4 + a lean inner loop: no division, no copies", launch_paged_lean},
+    {"v6", "v5 + tiles shared by a row's blocks, no empty blocks", launch_paged_shared_tiles},
 };
 const int decode_variant_count = sizeof decode_variants / sizeof decode_variants[0];

@@ -22,7 +22,7 @@
 #include "report.h"
 #include "rng.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", NULL};
 static const char *const l2_choices[] = {"rotate", "flush", NULL};
 
 /** O is fp16: the GPU and the reference each round once to fp16 (at most one ulp apart: 2^-10 relative). */
@@ -113,6 +113,8 @@ static void step_init(step *s, wb_dtype dtype, int B, int Hq, int Hkv, int d, in
     a->workspace = wb_device_alloc(a->workspace_bytes, "workspace");
     a->counters = wb_device_alloc((size_t)B * Hq * sizeof(int), "v3 counters");
     WB_CUDA_CHECK(cudaMemset(a->counters, 0, (size_t)B * Hq * sizeof(int))); /* v3 leaves them zero after each launch */
+    a->tile_counters = wb_device_alloc((size_t)B * Hq * sizeof(int), "v6 tile counters");
+    WB_CUDA_CHECK(cudaMemset(a->tile_counters, 0, (size_t)B * Hq * sizeof(int))); /* and so does v6 */
     /* fp32 storage holds the same (fp16-representable) values, so both share one reference */
     uint16_t *src[3] = {s->q, s->k_pool, s->v_pool};
     const void *dst[3] = {a->q, a->k_pool, a->v_pool};
@@ -206,7 +208,7 @@ static void step_free(step *s)
     for (size_t i = 0; i < sizeof host / sizeof host[0]; ++i) free(host[i]);
     decode_problem *a = &s->a;
     void *dev[] = {(void *)a->q, (void *)a->k_pool, (void *)a->v_pool, (void *)a->block_tables, (void *)a->lens, a->o,
-                   a->workspace, a->counters};
+                   a->workspace, a->counters, a->tile_counters};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; ++i) WB_CUDA_CHECK(cudaFree(dev[i]));
     kv_destroy(&s->m);
 }

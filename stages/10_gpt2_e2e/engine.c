@@ -400,7 +400,7 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T, (long long)n * c->max_T,
                          1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l], e->v_pool[l], e->step_d.tables,
                          e->step_d.lens, e->att, e->decode_workspace, e->decode_workspace_bytes, e->decode_counters, NULL,
-                         fused_step(e, n) && e->dependent_launch};
+                         fused_step(e, n) && e->dependent_launch, NULL /* no tile counters: v6 is not a decode choice here */};
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
