@@ -146,6 +146,95 @@ static __device__ void merge_partitions(const float *m, const float *l, const fl
 }
 
 /**
+ * @brief One tile of a warp's online softmax, for G query rows (the loop body of v1–v6):
+ *        the scores of its PASSES K loads (each chunk dotted with G rows of q, summed over
+ *        the row's lanes), the tile's max, O and l rescaled when the max grew, then the
+ *        PASSES V loads weighted into O. Tokens at or past t_end score −∞ (weight 0).
+ *        LEAN (v5, v6): one MUFU per exponential, and no rescale when the max did not grow.
+ */
+template <typename T, int D, int G, int PASSES, bool LEAN>
+static __device__ __forceinline__ void attend_tile(const uint4 (&kr)[PASSES], const uint4 (&vr)[PASSES], int t0,
+                                                   int t_end, int sub, const float (&qv)[G][Vec16<T>::N],
+                                                   float (&acc)[G][Vec16<T>::N], float (&m)[G], float (&l)[G])
+{
+    constexpr int EP = Vec16<T>::N, CHUNKS = D / EP, TOKENS_PER_PASS = 32 / CHUNKS;
+    float s[G][PASSES], tile_max[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        float kf[EP];
+        unpack16(kr[p], kf, T());
+        bool valid = t0 + p * TOKENS_PER_PASS + sub < t_end;
+#pragma unroll
+        for (int g = 0; g < G; ++g) { /* one K chunk, G dot products */
+            float x = 0.0f;
+#pragma unroll
+            for (int k = 0; k < EP; ++k) x += qv[g][k] * kf[k];
+#pragma unroll
+            for (int off = 1; off < CHUNKS; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off); /* the row's lanes */
+            s[g][p] = valid ? x : -INFINITY;
+            tile_max[g] = fmaxf(tile_max[g], s[g][p]);
+        }
+    }
+    float base[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int off = CHUNKS; off < 32; off *= 2)
+            tile_max[g] = fmaxf(tile_max[g], __shfl_xor_sync(0xffffffffu, tile_max[g], off));
+        float m_new = fmaxf(m[g], tile_max[g]);
+        base[g] = m_new == -INFINITY ? 0.0f : m_new;
+        /* v5 (LEAN): rescale only when the max grew (after the first tiles it rarely does: the test is
+         * the same for the whole warp, which reduced tile_max over all its lanes, so it branches) */
+        if (!LEAN || m_new > m[g]) {
+            float alpha = LEAN ? exp2_approx(m[g] - base[g]) : exp2f(m[g] - base[g]);
+            l[g] *= alpha;
+#pragma unroll
+            for (int k = 0; k < EP; ++k) acc[g][k] *= alpha;
+        }
+        m[g] = m_new;
+    }
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        float vf[EP];
+        unpack16(vr[p], vf, T());
+#pragma unroll
+        for (int g = 0; g < G; ++g) { /* one V chunk, G rows of O */
+            float pr = LEAN ? exp2_approx(s[g][p] - base[g]) : exp2f(s[g][p] - base[g]); /* v5: one MUFU */
+            l[g] += pr; /* this lane's tokens only; summed over the token lanes at the end */
+#pragma unroll
+            for (int k = 0; k < EP; ++k) acc[g][k] += pr * vf[k];
+        }
+    }
+}
+
+/** @brief The end of a warp's loop: its l and O added over the lanes that hold the same chunk (other
+ *         tokens), then its m, l and O for the G rows written to shared memory for the block's merge. */
+template <typename T, int D, int G>
+static __device__ __forceinline__ void warp_result_to_shared(float (&acc)[G][Vec16<T>::N], const float (&m)[G],
+                                                             float (&l)[G], float (&warp_m)[G][DECODE_WARPS],
+                                                             float (&warp_l)[G][DECODE_WARPS],
+                                                             float (&warp_o)[G][DECODE_WARPS][D])
+{
+    constexpr int EP = Vec16<T>::N, CHUNKS = D / EP;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int off = CHUNKS; off < 32; off *= 2) {
+            l[g] += __shfl_xor_sync(0xffffffffu, l[g], off);
+#pragma unroll
+            for (int k = 0; k < EP; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
+        }
+        if (lane == 0) warp_m[g][warp] = m[g], warp_l[g][warp] = l[g];
+        if (sub == 0)
+#pragma unroll
+            for (int k = 0; k < EP; ++k) warp_o[g][warp][c * EP + k] = acc[g][k];
+    }
+}
+
+/**
  * @brief Attention of G query rows that share a KV head (sequence b =
  *        blockIdx.z, query heads blockIdx.y·G … blockIdx.y·G + G − 1) over the
  *        context tokens of partition blockIdx.x. v1–v3 take G = 1: one query
@@ -225,72 +314,11 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     for (int t0 = t_begin + warp * TILE; t0 < t_end; t0 += STEP) {
         /* software pipeline: the next tile's loads are in flight while this one is computed */
         if (t0 + STEP < t_end) load_tile(t0 + STEP, k_next, v_next);
-        float s[G][PASSES], tile_max[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
-#pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-            float kf[EP];
-            unpack16(kr[p], kf, T());
-            bool valid = t0 + p * TOKENS_PER_PASS + sub < t_end;
-#pragma unroll
-            for (int g = 0; g < G; ++g) { /* one K chunk, G dot products */
-                float x = 0.0f;
-#pragma unroll
-                for (int k = 0; k < EP; ++k) x += qv[g][k] * kf[k];
-#pragma unroll
-                for (int off = 1; off < CHUNKS; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off); /* the row's lanes */
-                s[g][p] = valid ? x : -INFINITY;
-                tile_max[g] = fmaxf(tile_max[g], s[g][p]);
-            }
-        }
-        float base[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-#pragma unroll
-            for (int off = CHUNKS; off < 32; off *= 2)
-                tile_max[g] = fmaxf(tile_max[g], __shfl_xor_sync(0xffffffffu, tile_max[g], off));
-            float m_new = fmaxf(m[g], tile_max[g]);
-            base[g] = m_new == -INFINITY ? 0.0f : m_new;
-            /* v5 (LEAN): rescale only when the max grew (after the first tiles it rarely does: the test is
-             * the same for the whole warp, which reduced tile_max over all its lanes, so it branches) */
-            if (!LEAN || m_new > m[g]) {
-                float alpha = LEAN ? exp2_approx(m[g] - base[g]) : exp2f(m[g] - base[g]);
-                l[g] *= alpha;
-#pragma unroll
-                for (int k = 0; k < EP; ++k) acc[g][k] *= alpha;
-            }
-            m[g] = m_new;
-        }
-#pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-            float vf[EP];
-            unpack16(vr[p], vf, T());
-#pragma unroll
-            for (int g = 0; g < G; ++g) { /* one V chunk, G rows of O */
-                float pr = LEAN ? exp2_approx(s[g][p] - base[g]) : exp2f(s[g][p] - base[g]); /* v5: one MUFU */
-                l[g] += pr; /* this lane's tokens only; summed over the token lanes at the end */
-#pragma unroll
-                for (int k = 0; k < EP; ++k) acc[g][k] += pr * vf[k];
-            }
-        }
+        attend_tile<T, D, G, PASSES, LEAN>(kr, vr, t0, t_end, sub, qv, acc, m, l);
 #pragma unroll
         for (int p = 0; p < PASSES; ++p) kr[p] = k_next[p], vr[p] = v_next[p];
     }
-    /* the warp's result: add over the lanes that hold the same chunk (different tokens) */
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int off = CHUNKS; off < 32; off *= 2) {
-            l[g] += __shfl_xor_sync(0xffffffffu, l[g], off);
-#pragma unroll
-            for (int k = 0; k < EP; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
-        }
-        if (lane == 0) warp_m[g][warp] = m[g], warp_l[g][warp] = l[g];
-        if (sub == 0)
-#pragma unroll
-            for (int k = 0; k < EP; ++k) warp_o[g][warp][c * EP + k] = acc[g][k];
-    }
+    warp_result_to_shared<T, D, G>(acc, m, l, warp_m, warp_l, warp_o); /* add over the token lanes */
     __syncthreads();
     /* merge the warps: rescale each to the block's max, add */
     float M[G], L[G];
@@ -459,72 +487,12 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
             load_tile(nxt, k_next, v_next);
             asked = claim();
         }
-        int t0 = cur * TILE;
-        float s[G][PASSES], tile_max[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
-#pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-            float kf[EP];
-            unpack16(kr[p], kf, T());
-            bool valid = t0 + p * TOKENS_PER_PASS + sub < len;
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                float x = 0.0f;
-#pragma unroll
-                for (int k = 0; k < EP; ++k) x += qv[g][k] * kf[k];
-#pragma unroll
-                for (int off = 1; off < CHUNKS; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-                s[g][p] = valid ? x : -INFINITY;
-                tile_max[g] = fmaxf(tile_max[g], s[g][p]);
-            }
-        }
-        float base[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-#pragma unroll
-            for (int off = CHUNKS; off < 32; off *= 2)
-                tile_max[g] = fmaxf(tile_max[g], __shfl_xor_sync(0xffffffffu, tile_max[g], off));
-            float m_new = fmaxf(m[g], tile_max[g]);
-            base[g] = m_new == -INFINITY ? 0.0f : m_new;
-            if (m_new > m[g]) {
-                float alpha = exp2_approx(m[g] - base[g]);
-                l[g] *= alpha;
-#pragma unroll
-                for (int k = 0; k < EP; ++k) acc[g][k] *= alpha;
-            }
-            m[g] = m_new;
-        }
-#pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-            float vf[EP];
-            unpack16(vr[p], vf, T());
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                float pr = exp2_approx(s[g][p] - base[g]);
-                l[g] += pr;
-#pragma unroll
-                for (int k = 0; k < EP; ++k) acc[g][k] += pr * vf[k];
-            }
-        }
+        attend_tile<T, D, G, PASSES, true>(kr, vr, cur * TILE, len, sub, qv, acc, m, l); /* v5's tile */
 #pragma unroll
         for (int p = 0; p < PASSES; ++p) kr[p] = k_next[p], vr[p] = v_next[p];
         cur = nxt;
     }
-    /* the warps' results, merged in shared memory as in v5 */
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int off = CHUNKS; off < 32; off *= 2) {
-            l[g] += __shfl_xor_sync(0xffffffffu, l[g], off);
-#pragma unroll
-            for (int k = 0; k < EP; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
-        }
-        if (lane == 0) warp_m[g][warp] = m[g], warp_l[g][warp] = l[g];
-        if (sub == 0)
-#pragma unroll
-            for (int k = 0; k < EP; ++k) warp_o[g][warp][c * EP + k] = acc[g][k];
-    }
+    warp_result_to_shared<T, D, G>(acc, m, l, warp_m, warp_l, warp_o); /* then merged as in v5 */
     __syncthreads();
     bool alone = wk.count == 1; /* one worker: it writes O itself */
     for (int ge = threadIdx.x; ge < G * D; ge += blockDim.x) {
