@@ -393,12 +393,21 @@ struct Worker {
     int len;    /**< the sequence's context length */
 };
 
+/** @brief v6's workers for a sequence of len tokens: ⌈len / worker_tokens⌉, at most max_parts. The host sizes
+ *         the grid with it, and each block finds its sequence with it (find_worker). */
+static __host__ __device__ int workers_for_length(int len, int worker_tokens, int max_parts)
+{
+    int n = (len + worker_tokens - 1) / worker_tokens;
+    return n < max_parts ? n : max_parts;
+}
+
+/** @brief Block u's sequence and its worker number there (see Worker). */
 static __device__ Worker find_worker(const int *lens, int B, int worker_tokens, int max_parts, int u)
 {
     int lane = threadIdx.x % 32;
     for (int base = 0; base < B; base += 32) {
         int b = base + lane, len = b < B ? lens[b] : 0;
-        int n = min((len + worker_tokens - 1) / worker_tokens, max_parts), sum = n;
+        int n = workers_for_length(len, worker_tokens, max_parts), sum = n;
 #pragma unroll
         for (int off = 1; off < 32; off *= 2) { /* inclusive scan of the lanes' worker counts */
             int x = __shfl_up_sync(0xffffffffu, sum, off);
@@ -550,6 +559,15 @@ size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len)
     return contiguous > partials ? contiguous : partials;
 }
 
+/** @brief Where the split variants (v3–v6) keep each row's partial m, l and O in the workspace: [B·Hq][max_parts]
+ *         each, O D wide (fits: max_parts <= max_parts_for(max_len), decode_workspace_bytes). */
+static void partials_at(const decode_problem *p, int max_parts, float **m, float **l, float **o)
+{
+    *m = (float *)p->workspace;
+    *l = *m + (size_t)p->B * p->Hq * max_parts;
+    *o = *l + (size_t)p->B * p->Hq * max_parts;
+}
+
 /** @brief The contract every variant shares. */
 static const char *decode_contract(const decode_problem *p)
 {
@@ -639,11 +657,7 @@ static const char *launch_decode_typed(const decode_problem *p, Rows rows, const
     }
     int max_parts = (p->max_len + partition - 1) / partition;
     float *part_m = NULL, *part_l = NULL, *part_o = NULL;
-    if (split) {
-        part_m = (float *)p->workspace;
-        part_l = part_m + (size_t)p->B * p->Hq * max_parts;
-        part_o = part_l + (size_t)p->B * p->Hq * max_parts; /* fits: max_parts <= max_parts_for(max_len) */
-    }
+    if (split) partials_at(p, max_parts, &part_m, &part_l, &part_o);
     wb_launch_config launch; /* stage 10's decode step launches it as a dependent; the stage's own runs plainly */
     cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3(max_parts, p->Hq / G, p->B), dim3(DECODE_WARPS * 32),
                                                     0, p->dependent_launch);
@@ -719,28 +733,50 @@ static const char *launch_paged_split(const decode_problem *p)
     return launch_decode(p, rows, p->k_pool, p->v_pool, 1);
 }
 
-/** @brief v4 (and v5, with PagedRowsFast) for one storage type and head size: G query heads (a whole KV
- *         group, or a divisor of it) per block. */
-template <typename T, int D, class Rows>
+template <typename T, int D, int G, int PASSES>
+static const char *launch_shared_tiles_typed(const decode_problem *p, PagedRowsFast rows);
+
+/** @brief v4's kernel G query heads at a time, with PASSES loads in flight (or v6's, SHARED_TILES). */
+template <typename T, int D, class Rows, int G, int PASSES, bool SHARED_TILES>
+static const char *launch_group_of(const decode_problem *p, Rows rows)
+{
+    if constexpr (SHARED_TILES) return launch_shared_tiles_typed<T, D, G, PASSES>(p, rows);
+    else return launch_decode_typed<T, D, Rows, G, PASSES>(p, rows, p->k_pool, p->v_pool, 2);
+}
+
+/** @brief v4 (and v5, with PagedRowsFast; v6, SHARED_TILES) for one storage type and head size: G query heads
+ *         (a whole KV group, or a divisor of it) per block. */
+template <typename T, int D, class Rows, bool SHARED_TILES>
 static const char *launch_grouped_typed(const decode_problem *p, Rows rows)
 {
     int group = p->Hq / p->Hkv;
     /* G heads' q, o and scores live in registers: fewer loads in flight per lane (PASSES) as G grows keeps
      * the kernel within its registers, and each load now feeds G dot products. Groups of 8 take two blocks
      * of 4: at G = 8 the registers no longer fit (measured 3.5x slower than two blocks of 4). */
-    if (group % 4 == 0) return launch_decode_typed<T, D, Rows, 4, V4_PASSES_G4>(p, rows, p->k_pool, p->v_pool, 2);
-    if (group % 2 == 0)
-        return launch_decode_typed<T, D, Rows, 2, 2 * V4_PASSES_G4>(p, rows, p->k_pool, p->v_pool, 2);
-    return launch_decode_typed<T, D, Rows, 1, DECODE_PASSES>(p, rows, p->k_pool, p->v_pool, 2);
+    if (group % 4 == 0) return launch_group_of<T, D, Rows, 4, V4_PASSES_G4, SHARED_TILES>(p, rows);
+    if (group % 2 == 0) return launch_group_of<T, D, Rows, 2, 2 * V4_PASSES_G4, SHARED_TILES>(p, rows);
+    return launch_group_of<T, D, Rows, 1, DECODE_PASSES, SHARED_TILES>(p, rows);
 }
 
-/** @brief v4 and v5: launch_grouped_typed for p's storage type and head size, with the given rows. */
-template <class Rows>
+/** @brief v4, v5 and v6: launch_grouped_typed for p's storage type and head size, with the given rows. */
+template <class Rows, bool SHARED_TILES = false>
 static const char *launch_grouped(const decode_problem *p, Rows rows)
 {
     if (p->dtype == WB_F32)
-        return p->d == 64 ? launch_grouped_typed<float, 64>(p, rows) : launch_grouped_typed<float, 128>(p, rows);
-    return p->d == 64 ? launch_grouped_typed<__half, 64>(p, rows) : launch_grouped_typed<__half, 128>(p, rows);
+        return p->d == 64 ? launch_grouped_typed<float, 64, Rows, SHARED_TILES>(p, rows)
+                          : launch_grouped_typed<float, 128, Rows, SHARED_TILES>(p, rows);
+    return p->d == 64 ? launch_grouped_typed<__half, 64, Rows, SHARED_TILES>(p, rows)
+                      : launch_grouped_typed<__half, 128, Rows, SHARED_TILES>(p, rows);
+}
+
+/** @brief v5's and v6's rows (PagedRowsFast) for p: the block size's magic number; NULL, or why not. */
+static const char *paged_rows_fast(const decode_problem *p, PagedRowsFast *rows)
+{
+    if (p->block_size < 1 || p->block_size > 4096) return "needs a block size of 1 to 4096 tokens";
+    unsigned bs = (unsigned)p->block_size;
+    *rows = {p->block_tables, p->max_pages_per_seq, bs, (unsigned)p->Hkv,
+             bs == 1 ? 0u : (unsigned)((0x100000000ull + bs - 1) / bs), bs == 1 ? 0xffffffffu : 0u};
+    return NULL;
 }
 
 /**
@@ -773,21 +809,16 @@ static const char *launch_paged_grouped(const decode_problem *p)
 static const char *launch_paged_lean(const decode_problem *p)
 {
     if (const char *why = split_contract(p)) return why;
-    if (p->block_size < 1 || p->block_size > 4096) return "needs a block size of 1 to 4096 tokens";
-    unsigned bs = (unsigned)p->block_size;
-    PagedRowsFast rows = {p->block_tables, p->max_pages_per_seq, bs, (unsigned)p->Hkv,
-                          bs == 1 ? 0u : (unsigned)((0x100000000ull + bs - 1) / bs), bs == 1 ? 0xffffffffu : 0u};
+    PagedRowsFast rows;
+    if (const char *why = paged_rows_fast(p, &rows)) return why;
     return launch_grouped(p, rows);
 }
 
-/** @brief v6's workers for sequence b: ⌈len_b / worker_tokens⌉, at most max_parts (find_worker counts the same). */
+/** @brief v6's workers of all sequences (one head group): the width of its grid. */
 static long long workers_for(const decode_problem *p, int worker_tokens, int max_parts)
 {
     long long n = 0;
-    for (int b = 0; b < p->B; ++b) {
-        int w = (p->host_lens[b] + worker_tokens - 1) / worker_tokens;
-        n += w < max_parts ? w : max_parts;
-    }
+    for (int b = 0; b < p->B; ++b) n += workers_for_length(p->host_lens[b], worker_tokens, max_parts);
     return n;
 }
 
@@ -813,9 +844,8 @@ static const char *launch_shared_tiles_typed(const decode_problem *p, PagedRowsF
     int worker_tokens = worker_tokens_from_lengths(p, slots, groups, max_parts);
     long long workers = workers_for(p, worker_tokens, max_parts);
     if (workers > 0x7fffffffLL) return "needs fewer than 2^31 workers per head group";
-    float *part_m = (float *)p->workspace;
-    float *part_l = part_m + (size_t)p->B * p->Hq * max_parts;
-    float *part_o = part_l + (size_t)p->B * p->Hq * max_parts;
+    float *part_m, *part_l, *part_o;
+    partials_at(p, max_parts, &part_m, &part_l, &part_o);
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3((unsigned)workers, groups), dim3(DECODE_WARPS * 32),
                                                     0, p->dependent_launch);
@@ -825,16 +855,6 @@ static const char *launch_shared_tiles_typed(const decode_problem *p, PagedRowsF
                                      worker_tokens, max_parts, p->scale * LOG2E));
     WB_CHECK_LAUNCH("paged_decode_shared_tiles");
     return NULL;
-}
-
-/** @brief v6 for p's storage type and head size: v5's query heads per block and loads in flight. */
-template <typename T, int D>
-static const char *launch_shared_tiles_for(const decode_problem *p, PagedRowsFast rows)
-{
-    int group = p->Hq / p->Hkv;
-    if (group % 4 == 0) return launch_shared_tiles_typed<T, D, 4, V4_PASSES_G4>(p, rows);
-    if (group % 2 == 0) return launch_shared_tiles_typed<T, D, 2, 2 * V4_PASSES_G4>(p, rows);
-    return launch_shared_tiles_typed<T, D, 1, DECODE_PASSES>(p, rows);
 }
 
 /**
@@ -848,13 +868,9 @@ static const char *launch_paged_shared_tiles(const decode_problem *p)
     if (const char *why = split_contract(p)) return why;
     if (!p->host_lens) return "needs the context lengths on the host (host_lens), to size its grid";
     if (!p->tile_counters) return "needs tile counters (B*Hq ints, zero)";
-    if (p->block_size < 1 || p->block_size > 4096) return "needs a block size of 1 to 4096 tokens";
-    unsigned bs = (unsigned)p->block_size;
-    PagedRowsFast rows = {p->block_tables, p->max_pages_per_seq, bs, (unsigned)p->Hkv,
-                          bs == 1 ? 0u : (unsigned)((0x100000000ull + bs - 1) / bs), bs == 1 ? 0xffffffffu : 0u};
-    if (p->dtype == WB_F32)
-        return p->d == 64 ? launch_shared_tiles_for<float, 64>(p, rows) : launch_shared_tiles_for<float, 128>(p, rows);
-    return p->d == 64 ? launch_shared_tiles_for<__half, 64>(p, rows) : launch_shared_tiles_for<__half, 128>(p, rows);
+    PagedRowsFast rows;
+    if (const char *why = paged_rows_fast(p, &rows)) return why; /* v5's rows, v5's heads per block below */
+    return launch_grouped<PagedRowsFast, true>(p, rows);
 }
 
 int decode_partition_tokens(const decode_problem *p)
