@@ -858,6 +858,7 @@ const attention_variant attention_variants[] = {
     {"v4", "FA2 on tensor cores: mma.sync + ldmatrix, P in regs", 75, 0, 0, 1, launch_fa2_sync},
     {"v5", "v4 + cp.async double-buffered K/V (sm_80)", 80, 0, 0, 1, launch_fa2_async},
     {"v6", "any d: cuBLAS + softmax, 256 query rows at a time", 75, 0, 0, 1, launch_chunked},
+    {"v7", "Hopper, FA3-style: TMA + wgmma, producer/consumers (sm_90a)", 90, 0, 0, 1, attention_v7_wgmma},
     {"cublas", "unfused: cuBLAS QK^T, stage 05 softmax, cuBLAS PV", 75, 2, 1, 0, launch_unfused_cublas},
 };
 const int attention_variant_count = sizeof attention_variants / sizeof attention_variants[0];

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-/** @brief Largest head dimension the fused variants (v1–v5) take; v6 and the peer take any. */
+/** @brief Largest head dimension the fused variants (v1–v5, v7) take; v6 and the peer take any. */
 #define ATTENTION_MAX_HEAD_DIM 128
 
 /** @brief Query rows of every head v6 takes at a time: its workspace is B·H·this·N scores. */
@@ -81,6 +81,14 @@ typedef struct {
     int writes_lse;              /**< 1: it writes p->lse (the peer's softmax does not keep the row sums) */
     attention_launch_fn launch;  /**< its launcher */
 } attention_variant;
+
+/**
+ * @brief v7, FlashAttention on Hopper (kernels_sm90.cu: TMA, a producer and two consumer
+ *        warpgroups, wgmma): built for sm_90a in a library of its own; refuses any GPU
+ *        but compute capability 9.0. fp16, d = 64 or 128.
+ * @return NULL when launched, or why it cannot take the problem
+ */
+const char *attention_v7_wgmma(const attention_problem *p);
 
 /** @brief The variants in teaching order. */
 extern const attention_variant attention_variants[];

@@ -20,7 +20,7 @@
 #include "report.h"
 #include "rng.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "cublas", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", NULL};
 static const char *const mask_choices[] = {"all", "none", "causal", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
