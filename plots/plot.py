@@ -30,7 +30,7 @@ STAGES = [
     ("03", "03_gemm", "naive to tensor cores; cuBLAS as peer"),
     ("04", "04_fused_gelu_linear", "kernel fusion: bias + GELU in the GEMM epilogue"),
     ("05", "05_softmax", "row reductions, online softmax, LayerNorm with Welford"),
-    ("06", "06_flash_attention", "naive attention to FlashAttention-2 on tensor cores"),
+    ("06", "06_flash_attention", "naive attention to FlashAttention-2 on tensor cores, FA3-style on Hopper"),
     ("07", "07_rope", "rotary embeddings: memory-bound elementwise work"),
     ("08", "08_paged_kv_cache", "paged KV cache: block manager, append and gather"),
     ("09", "09_paged_attention", "decode attention through the page table; split-K"),
@@ -298,7 +298,7 @@ MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "t
 # min_cc): they do not run on a T4 at all.
 NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90"},
                "04": {"v4": "sm_80", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90"},
-               "06": {"v5": "sm_80"}, "10": {"v2": "sm_80", "v4": "sm_80"}}
+               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v2": "sm_80", "v4": "sm_80"}}
 # Stage 10's variants that store fp16 (2 bytes a weight; the others fp32).
 STAGE10_FP16 = ("v2", "v4")
 # GPT-2 124M (stage 10): parameters, all streamed once per decode step.

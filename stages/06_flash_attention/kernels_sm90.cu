@@ -47,7 +47,7 @@
 /** @brief v7's shape, in one place, for head dimension D (64 or 128). */
 template <int D_>
 struct HopperAttentionTile {
-    static constexpr int D = D_;
+    static constexpr int D = D_;                      /**< head dimension: 64 or 128 */
     static constexpr int CONSUMERS = 2;               /**< warpgroups that compute: 64 query rows each */
     static constexpr int BM = 64 * CONSUMERS;         /**< query rows per block */
     static constexpr int BN = 128;                    /**< keys per K/V tile (one 64×128 S per warpgroup) */
