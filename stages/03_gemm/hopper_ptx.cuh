@@ -147,8 +147,14 @@ template <int N>
                  : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-/** @brief The same, 64×128: d has 64 registers per thread. */
-[[maybe_unused]] static __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b)
+/**
+ * @brief The same, 64×128: d has 64 registers per thread. TRANS_B = 0 reads B K-major
+ *        instead (its rows run along K: stage 06's K tile, keys × d, for S = Q·Kᵀ), and
+ *        accumulate = 0 overwrites d instead of adding to it (no zeroing needed).
+ */
+template <int TRANS_B = 1>
+[[maybe_unused]] static __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                                         int accumulate = 1)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
@@ -156,10 +162,10 @@ template <int N>
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
                  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                 "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 "}, %64, %65, p, 1, 1, 0, %67;\n}\n"
                  : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40),
                    WGMMA_ACC8(48), WGMMA_ACC8(56)
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));
 }
 
 /** @brief Give this warpgroup's registers back (the producer needs few). */

@@ -22,15 +22,12 @@
 #include "cuda_check.h"
 #include "device.h" /* wb_device_reserve */
 #include "dtype_device.cuh"
+#include "fa_rows.cuh" /* LOG2E, LN2; pack_half2, write_rows_fp16 (shared with v7) */
 #include "05_softmax/kernels.h" /* stage 05's softmax, for the unfused peer */
 #include "cublas_check.h"
 #include "kernels.h"
 #include "mma_ptx.cuh" /* stage 03: ldmatrix_x4(_trans), mma_16x8x16, cp_async_16/commit/wait */
 
-/** @brief log2(e): exp(x) = exp2(x · LOG2E). */
-#define LOG2E 1.4426950408889634f
-/** @brief ln(2): converts a base-2 log-sum-exp back to natural log. */
-#define LN2 0.6931471805599453f
 
 size_t attention_naive_workspace_bytes(int B, int H, int N)
 {
@@ -374,13 +371,6 @@ static const char *launch_block_tiled(const attention_problem *p)
 /* The instructions (ldmatrix, mma.sync, cp.async) are wrapped once, in stage 03's
  * mma_ptx.cuh: m16n8k16 on sm_80+, two m16n8k8 on sm_75. */
 
-/** @brief Two floats → one register of two fp16 (the lower index in the low half). */
-static __device__ __forceinline__ unsigned pack_half2(float lo, float hi)
-{
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<unsigned *>(&h);
-}
-
 /** @brief Tensor-core variants: Bc, keys per tile. */
 #define FA_BC 64
 /** @brief Tensor-core variants: query rows each warp owns (the mma's m). */
@@ -572,22 +562,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_fa2_tensor_core(const __
     }
 
     /* finish: add the 4 lanes' partial sums, divide, write O as fp16 and L */
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-    float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (my_row[h] >= N) continue;
-        __half *orow = o + (head * N + my_row[h]) * D;
-#pragma unroll
-        for (int t = 0; t < NTILES_O; ++t)
-            *reinterpret_cast<__half2 *>(orow + t * 8 + 2 * (lane % 4)) =
-                __floats2half2_rn(acc[t][2 * h] * inv[h], acc[t][2 * h + 1] * inv[h]);
-        if (lane % 4 == 0) lse[head * N + my_row[h]] = (m[h] + log2f(l[h])) * LN2;
-    }
+    write_rows_fp16<D>(acc, l, m, my_row, N, head, o, lse, lane);
 }
 
 /** @brief Shared memory of the tensor-core kernel, bytes: Q, and STAGES buffers of K and V. */

@@ -36,13 +36,10 @@
 
 #include "cuda_check.h"
 #include "device.h"     /* wb_current_gpu */
+#include "fa_rows.cuh"  /* LOG2E, LN2; pack_half2, write_rows_fp16 (shared with v4, v5) */
 #include "hopper_ptx.cuh" /* stage 03: mbarriers, TMA, wgmma descriptors, setmaxnreg, tensor maps */
 #include "kernels.h"
 
-/** @brief log2(e): exp(x) = exp2(x · LOG2E). */
-#define LOG2E 1.4426950408889634f
-/** @brief ln(2): converts a base-2 log-sum-exp back to natural log. */
-#define LN2 0.6931471805599453f
 
 /** @brief v7's shape, in one place, for head dimension D (64 or 128). */
 template <int D_>
@@ -67,28 +64,9 @@ struct HopperAttentionTile {
 };
 
 /* ---------------------------------------------------------------------------
- * The two wgmma shapes attention needs (stage 03 wraps the GEMM's).
+ * O += P·V: wgmma with A from registers (S = Q·Kᵀ uses stage 03's
+ * wgmma_m64n128k16<0>, B K-major).
  * ------------------------------------------------------------------------- */
-
-/**
- * @brief s (64×128, fp32, 64 registers per thread) = [s +] Q (64×16, K-major) · Kᵀ (16×128),
- *        both from shared memory. K's tile is stored as K's rows (keys) with d contiguous, the
- *        same K-major layout as Q, so B is *not* transposed (the last immediate is 0, where
- *        stage 03's row-major B has 1). accumulate = 0 overwrites s: no zeroing needed.
- */
-static __device__ __forceinline__ void wgmma_scores_m64n128k16(float (&d)[64], uint64_t desc_q, uint64_t desc_k,
-                                                               int accumulate)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56)
-                 : "l"(desc_q), "l"(desc_k), "r"(accumulate));
-}
 
 /** @brief o (64×64, fp32, 32 registers per thread) += P (64×16, fp16, from registers) · V (16×64, N-major). */
 static __device__ __forceinline__ void wgmma_pv_m64n64k16(float (&d)[32], const unsigned (&p)[4], uint64_t desc_v)
@@ -126,13 +104,6 @@ static __device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const unsigne
         wgmma_pv_m64n128k16(o, p, desc_v);
 }
 
-/** @brief Two floats → one register of two fp16 (the lower index in the low half). */
-static __device__ __forceinline__ unsigned pack_half2(float lo, float hi)
-{
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<unsigned *>(&h);
-}
-
 /** @brief 2^x in one SFU instruction (`ex2.approx.ftz`: results below 2^-126 flush to 0, which a probability can lose). */
 static __device__ __forceinline__ float fast_exp2(float x)
 {
@@ -167,6 +138,16 @@ static __device__ __forceinline__ void named_barrier_arrive(int id, int threads)
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+/** @brief The producer's copy of one K or V tile (BN keys × d from key0 of `head`) into `dst`, announced on `full`. */
+template <typename T>
+static __device__ __forceinline__ void produce_tile(unsigned char *dst, const CUtensorMap *map, int key0, int head,
+                                                    uint64_t *full)
+{
+    mbar_arrive_expect_bytes(full, T::KV_BYTES);
+#pragma unroll
+    for (int b = 0; b < T::BOXES; ++b) tma_load_3d(dst + b * T::KV_BOX_BYTES, map, b * T::BOX_COLS, key0, head, full);
+}
+
 /**
  * @brief Issue S = Q·Kᵀ for this warpgroup's 64 rows and a tile of BN keys, as one committed
  *        group: d/16 wgmma of 16 along d — 32 bytes along a 128-byte swizzled row, box by box.
@@ -182,7 +163,7 @@ static __device__ __forceinline__ void issue_scores(float (&sc)[T::S_REGS], cons
         int box = kk / 4, step_bytes = (kk % 4) * 32;
         uint64_t desc_q = wgmma_desc(q_mine + box * T::Q_BOX_BYTES, 16, 1024) + (step_bytes >> 4);
         uint64_t desc_k = wgmma_desc(k_tile + box * T::KV_BOX_BYTES, 16, 1024) + (step_bytes >> 4);
-        wgmma_scores_m64n128k16(sc, desc_q, desc_k, kk > 0);
+        wgmma_m64n128k16</*TRANS_B=*/0>(sc, desc_q, desc_k, /*accumulate=*/kk > 0); /* K-major B: not transposed */
     }
     wgmma_commit();
 }
@@ -334,17 +315,9 @@ __global__ void __launch_bounds__(HopperAttentionTile<D>::THREADS, 1)
             for (int j = 0; j < n_tiles; ++j) {
                 int s = j % T::STAGES, empty_parity = ((j / T::STAGES) & 1) ^ 1; /* a fresh buffer counts as empty */
                 mbar_wait(&k_empty[s], empty_parity);
-                mbar_arrive_expect_bytes(&k_full[s], T::KV_BYTES);
-#pragma unroll
-                for (int b = 0; b < T::BOXES; ++b)
-                    tma_load_3d(k_s + s * T::KV_BYTES + b * T::KV_BOX_BYTES, &map_k, b * T::BOX_COLS, j * T::BN, head,
-                                &k_full[s]);
+                produce_tile<T>(k_s + s * T::KV_BYTES, &map_k, j * T::BN, head, &k_full[s]);
                 mbar_wait(&v_empty[s], empty_parity);
-                mbar_arrive_expect_bytes(&v_full[s], T::KV_BYTES);
-#pragma unroll
-                for (int b = 0; b < T::BOXES; ++b)
-                    tma_load_3d(v_s + s * T::KV_BYTES + b * T::KV_BOX_BYTES, &map_v, b * T::BOX_COLS, j * T::BN, head,
-                                &v_full[s]);
+                produce_tile<T>(v_s + s * T::KV_BYTES, &map_v, j * T::BN, head, &v_full[s]);
             }
         }
         return;
@@ -420,23 +393,9 @@ __global__ void __launch_bounds__(HopperAttentionTile<D>::THREADS, 1)
         mbar_arrive(&v_empty[s]);
     }
 
-    /* finish: add the 4 lanes' partial sums, divide, write O as fp16 and L */
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-    float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (my_row[h] >= N) continue;
-        __half *orow = o + ((long long)head * N + my_row[h]) * D;
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n)
-            *reinterpret_cast<__half2 *>(orow + n * 8 + 2 * (lane % 4)) =
-                __floats2half2_rn(o_acc[4 * n + 2 * h] * inv[h], o_acc[4 * n + 2 * h + 1] * inv[h]);
-        if (lane % 4 == 0) lse[(long long)head * N + my_row[h]] = (m[h] * scale_log2 + log2f(l[h])) * LN2;
-    }
+    /* finish: add the 4 lanes' partial sums, divide, write O as fp16 and L (v4's last step) */
+    float m_log2[2] = {m[0] * scale_log2, m[1] * scale_log2};
+    write_rows_fp16<D>(reinterpret_cast<const float(&)[D / 8][4]>(o_acc), l, m_log2, my_row, N, head, o, lse, lane);
 #endif
 }
 
