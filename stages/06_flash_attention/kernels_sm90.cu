@@ -446,6 +446,6 @@ extern "C" const char *attention_v7_wgmma(const attention_problem *p)
     /* d 64: three consumer warpgroups (192 query rows per block), as FlashAttention-3 does: its
      * exponentials take as long as its matmuls, and a third warpgroup's softmax hides more of them
      * (measured on the H100: 508 against 404 TFLOP/s with two). Its registers fit the 160 each that
-     * three get; at d 128 O alone takes 64 more, so it keeps two consumers with 232 each. */
+     * three get; at d 128 O takes 32 more (S, O and P alone are 160), so it keeps two consumers with 232 each. */
     return p->d == 64 ? launch_wgmma_tiles<64, 3>(p) : launch_wgmma_tiles<128, 2>(p);
 }
