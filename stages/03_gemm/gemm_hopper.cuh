@@ -290,8 +290,8 @@ static const char *hopper_gemm_setup(const __half *A, const __half *B, const __h
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15u) != 0) return "needs 16-byte aligned A, B, C";
     int cc;
     wb_current_gpu(&cc, sms);
-    if (cc != 90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
-    const char *why = make_tensor_map(map_a, A, M, K, a_box_rows, Wide::BK);
+    const char *why = hopper_gpu_refusal(cc);
+    if (!why) why = make_tensor_map(map_a, A, M, K, a_box_rows, Wide::BK);
     if (!why) why = make_tensor_map(map_b, B, K, N, Wide::BK, Wide::B_BOX_N);
     if (why) return why;
     long long rows = (M + Wide::BM - 1) / Wide::BM;

@@ -192,6 +192,15 @@ typedef CUresult (*tensor_map_encoder)(CUtensorMap *, CUtensorMapDataType, cuuin
                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 /**
+ * @brief NULL on a compute capability 9.0 GPU; otherwise why the sm_90a code (wgmma, TMA,
+ *        setmaxnreg: H100 and H200 only) cannot run there. Every Hopper launcher asks first.
+ */
+[[maybe_unused]] static const char *hopper_gpu_refusal(int cc)
+{
+    return cc == 90 ? NULL : "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
+}
+
+/**
  * @brief Describe an fp16 tensor of `rank` dimensions to TMA (dims[0] contiguous, each
  *        further one packed after the last): boxes of box[0] × box[1] × …, the 128-byte
  *        swizzle, zeros for every element of a box outside the tensor.

@@ -28,7 +28,6 @@
 #include "kernels.h"
 #include "mma_ptx.cuh" /* stage 03: ldmatrix_x4(_trans), mma_16x8x16, cp_async_16/commit/wait */
 
-
 size_t attention_naive_workspace_bytes(int B, int H, int N)
 {
     return (size_t)B * (size_t)H * (size_t)N * (size_t)N * sizeof(float);

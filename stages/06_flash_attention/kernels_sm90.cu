@@ -39,9 +39,9 @@
 #include "cuda_check.h"
 #include "device.h"     /* wb_current_gpu */
 #include "fa_rows.cuh"  /* LOG2E, LN2; pack_half2, write_rows_fp16 (shared with v4, v5) */
+#include "fast_math.cuh" /* exp2_approx: one ex2.approx.ftz */
 #include "hopper_ptx.cuh" /* stage 03: mbarriers, TMA, wgmma descriptors, setmaxnreg, tensor maps */
 #include "kernels.h"
-
 
 /** @brief v7's shape, in one place, for head dimension D (64 or 128) and CONSUMERS warpgroups (3 at d 64, 2 at d 128). */
 template <int D_, int CONSUMERS_ = 2>
@@ -106,18 +106,10 @@ static __device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const unsigne
         wgmma_pv_m64n128k16(o, p, desc_v);
 }
 
-/** @brief 2^x in one SFU instruction (`ex2.approx.ftz`: results below 2^-126 flush to 0, which a probability can lose). */
-static __device__ __forceinline__ float fast_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /**
  * @brief Tell the compiler these registers are read and written here: placed right after a
- *        wgmma wait, it keeps the registers an asynchronous wgmma reads (P) or writes (S, O)
- *        from being reused or read before that wait. No instruction is emitted.
+ *        wgmma wait, it keeps the registers an asynchronous wgmma writes (S, O) from being
+ *        read before that wait. No instruction is emitted.
  */
 template <int N>
 static __device__ __forceinline__ void fence_operands(float (&r)[N])
@@ -125,6 +117,7 @@ static __device__ __forceinline__ void fence_operands(float (&r)[N])
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+
 /** @brief Named barrier 1 is consumer warpgroup 1's turn to issue its wgmma, 2 is warpgroup 2's, 3 is 3's (0 is __syncthreads). */
 #define TURN_BARRIER 1
 
@@ -217,14 +210,14 @@ static __device__ __forceinline__ void online_softmax(float (&sc)[T::S_REGS], fl
         tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
         float m_new = fmaxf(m[h], tile_max[h]);
         float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2; /* nothing visible yet: keep 2^x finite */
-        alpha[h] = fast_exp2(m[h] * scale_log2 - base);
+        alpha[h] = exp2_approx(m[h] * scale_log2 - base);
         neg_base[h] = -base;
         m[h] = m_new;
         l[h] *= alpha[h];
     }
 #pragma unroll
     for (int i = 0; i < T::S_REGS; ++i) {
-        sc[i] = fast_exp2(fmaf(sc[i], scale_log2, neg_base[(i / 2) % 2]));
+        sc[i] = exp2_approx(fmaf(sc[i], scale_log2, neg_base[(i / 2) % 2]));
         l[(i / 2) % 2] += sc[i];
     }
 }
@@ -442,7 +435,7 @@ extern "C" const char *attention_v7_wgmma(const attention_problem *p)
         return "needs 16-byte aligned Q, K, V, O";
     int cc, sms;
     wb_current_gpu(&cc, &sms);
-    if (cc != 90) return "needs a compute capability 9.0 GPU (wgmma and TMA code is built for sm_90a)";
+    if (const char *why = hopper_gpu_refusal(cc)) return why;
     /* d 64: three consumer warpgroups (192 query rows per block), as FlashAttention-3 does: its
      * exponentials take as long as its matmuls, and a third warpgroup's softmax hides more of them
      * (measured on the H100: 508 against 404 TFLOP/s with two). Its registers fit the 160 each that
