@@ -6,6 +6,9 @@
 /** @brief Include guard. */
 #define WB_FAST_MATH_CUH
 
+/** @brief log2(e): e^x = 2^(x · LOG2E), how the kernels that work in base 2 (one exp2_approx per exponential) scale. */
+#define LOG2E 1.4426950408889634f
+
 /**
  * @brief 2^x on the special-function unit: one MUFU.EX2, results below 2^-126 flush
  *        to 0. `exp2f` and `__expf` (`ex2.approx.f32`) add three instructions around

@@ -10,7 +10,7 @@
 /** @brief Include guard. */
 #define STAGE04_BIAS_GELU_CUH
 
-#include "fast_math.cuh" /* exp2_approx */
+#include "fast_math.cuh" /* exp2_approx, LOG2E */
 #include "gelu.h"         /* gelu_kind */
 
 /**
@@ -29,7 +29,7 @@
  */
 static __device__ __forceinline__ float gelu_tanh(float x)
 {
-    const float a = -2.0f * 0.7978845608028654f * 1.4426950408889634f; /* −2·√(2/π)·log2(e) */
+    const float a = -2.0f * 0.7978845608028654f * LOG2E; /* −2·√(2/π)·log2(e) */
     const float b = a * 0.044715f;
     return __fdividef(x, 1.0f + exp2_approx(x * fmaf(b, x * x, a)));
 }

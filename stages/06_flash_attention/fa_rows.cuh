@@ -1,7 +1,7 @@
 /**
  * @file stages/06_flash_attention/fa_rows.cuh
  * @brief What the tensor-core variants — v4, v5 (kernels.cu) and v7 (kernels_sm90.cu) —
- *        share about their accumulator rows: the base-2 constants, P packed into fp16
+ *        share about their accumulator rows: ln 2 (LOG2E is common/fast_math.cuh's), P packed into fp16
  *        pairs, and the last step of every query row (sum, divide, write O and L).
  *
  * Both mma.sync's m16n8 accumulators (v4, v5) and wgmma's (v7) give thread `lane` of a
@@ -14,8 +14,8 @@
 
 #include <cuda_fp16.h>
 
-/** @brief log2(e): exp(x) = exp2(x · LOG2E). */
-#define LOG2E 1.4426950408889634f
+#include "fast_math.cuh" /* LOG2E */
+
 /** @brief ln(2): converts a base-2 log-sum-exp back to natural log. */
 #define LN2 0.6931471805599453f
 

@@ -83,8 +83,8 @@ typedef struct {
 } attention_variant;
 
 /**
- * @brief v7, FlashAttention on Hopper (kernels_sm90.cu: TMA, a producer and two consumer
- *        warpgroups, wgmma): built for sm_90a in a library of its own; refuses any GPU
+ * @brief v7, FlashAttention on Hopper (kernels_sm90.cu: TMA, a producer and two or three
+ *        consumer warpgroups, wgmma): built for sm_90a in a library of its own; refuses any GPU
  *        but compute capability 9.0. fp16, d = 64 or 128.
  * @return NULL when launched, or why it cannot take the problem
  */

@@ -433,8 +433,8 @@ extern "C" const char *attention_v7_wgmma(const attention_problem *p)
     if ((long long)p->B * p->H > 65535) return "needs B*H <= 65535";
     if (((uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v | (uintptr_t)p->o) % 16)
         return "needs 16-byte aligned Q, K, V, O";
-    int cc, sms;
-    wb_current_gpu(&cc, &sms);
+    int cc;
+    wb_current_gpu(&cc, NULL);
     if (const char *why = hopper_gpu_refusal(cc)) return why;
     /* d 64: three consumer warpgroups (192 query rows per block), as FlashAttention-3 does: its
      * exponentials take as long as its matmuls, and a third warpgroup's softmax hides more of them

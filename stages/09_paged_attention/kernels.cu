@@ -25,11 +25,9 @@
 #include "dependent_launch.cuh" /* stage 10 launches the decode kernel as a programmatic dependent */
 #include "device.h"           /* wb_current_gpu */
 #include "dtype_device.cuh"
-#include "fast_math.cuh" /* exp2_approx, for v5 */
+#include "fast_math.cuh" /* exp2_approx (v5, v6) and LOG2E: the kernels work in base 2, as stage 06's */
 #include "kernels.h"
 
-/** @brief log2(e): the kernels work in base 2 (one ex2 per exponential), as stage 06's. */
-#define LOG2E 1.4426950408889634f
 #ifndef DECODE_WARPS
 /** @brief Warps per block. */
 #define DECODE_WARPS 4

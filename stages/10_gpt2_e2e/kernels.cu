@@ -14,6 +14,7 @@
 #include "dependent_launch.cuh" /* on sm_90 the decode linears launch as programmatic dependents */
 #include "device.h"             /* wb_current_gpu, wb_current_smem_per_block */
 #include "dtype_device.cuh"
+#include "fast_math.cuh" /* LOG2E: attention's exponentials in base 2 */
 #include "gpt2.h" /* GPT2_LN_EPS */
 #include "argmax_key.h"
 #include "kernels.h"
@@ -596,8 +597,6 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
 #define STEP_LN_PER_THREAD 3
 /** @brief 16-byte loads of K (and of V) per lane per attention tile. */
 #define STEP_ATT_PASSES 8
-/** @brief log2(e): attention's exponentials in base 2. */
-#define STEP_LOG2E 1.4426950408889634f
 
 /**
  * @brief Most units (outputs × slices) of one block's share of a linear that
@@ -982,7 +981,7 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
     __shared__ float warp_m[STEP_WARPS], warp_l[STEP_WARPS], warp_o[STEP_WARPS][D];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
     const int H = a.H, C = a.C, bs = a.block_size;
-    const float scale_log2 = STEP_LOG2E * rsqrtf((float)D);
+    const float scale_log2 = LOG2E * rsqrtf((float)D);
     for (int pair = blockIdx.x; pair < a.M * H; pair += gridDim.x) {
         int m = pair / H, h = pair - m * H, len = in.lens[m];
         const int *table = in.tables + m * a.max_pages;
