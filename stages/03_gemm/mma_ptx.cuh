@@ -60,6 +60,31 @@
 #endif
 }
 
+/**
+ * @brief c += a·b on the top half of a 16×8×16 tile: rows 0–7 only, for a product whose A has
+ *        at most 8 real rows (stage 09's v7: the query heads of one KV head). A's rows 8–15 are
+ *        zero and their results are dropped, so the caller keeps 2 accumulators per tile, not 4.
+ *        a0 is A's rows 0–7 at k 0–7 (a thread's a[0] in mma_16x8x16), a2 at k 8–15 (a[2]).
+ */
+[[maybe_unused]] static __device__ __forceinline__ void mma_16x8x16_top(float (&c)[2], unsigned a0, unsigned a2,
+                                                                      unsigned b0, unsigned b1)
+{
+    /* rows 8–15 of the result: written by the instruction into two scratch registers, never read */
+#if __CUDA_ARCH__ >= 800
+    asm volatile("{\n.reg .f32 unused0, unused1;\n"
+                 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,unused0,unused1}, {%2,%3,%4,%3}, {%5,%6}, "
+                 "{%0,%1,%7,%7};\n}\n"
+                 : "+f"(c[0]), "+f"(c[1])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
+#elif __CUDA_ARCH__ >= 750
+    asm volatile("{\n.reg .f32 unused0, unused1;\n"
+                 "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,unused0,unused1}, {%2,%3}, {%4}, {%0,%1,%6,%6};\n"
+                 "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,unused0,unused1}, {%5,%3}, {%7}, {%0,%1,%6,%6};\n}\n"
+                 : "+f"(c[0]), "+f"(c[1])
+                 : "r"(a0), "r"(0u), "r"(b0), "r"(a2), "f"(0.0f), "r"(b1));
+#endif
+}
+
 /** @brief Copy 16 bytes global → shared without a register (sm_80+); src_bytes 0 writes 16 zeros. */
 [[maybe_unused]] static __device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, int src_bytes)
 {

@@ -64,6 +64,7 @@ typedef struct {
     const char *id;           /**< "v1", … */
     const char *what;         /**< one line for the table */
     decode_launch_fn launch;  /**< its launcher */
+    int fp16_weights;         /**< 1: the softmax weights P are rounded to fp16 for P·V (tensor cores, v7) */
 } decode_variant;
 
 /** @brief The variants in teaching order. */
