@@ -667,7 +667,7 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, V7_MIN_BLOCKS_PER_SM(D))
             q_frag[i][lane] = r < G ? *reinterpret_cast<const uint4 *>(q + (row0 + r) * D + (i * 4 + c) * 8)
                                     : make_uint4(0, 0, 0, 0);
     __syncthreads();
-    float acc[O_TILES][2], m = -INFINITY, l = 0.0f; /* row r's O (columns see v_column below), max and sum */
+    float acc[O_TILES][2], m = -INFINITY, l = 0.0f; /* row r's O (which columns: at the end), max and sum */
 #pragma unroll
     for (int t = 0; t < O_TILES; ++t) acc[t][0] = acc[t][1] = 0.0f;
 
