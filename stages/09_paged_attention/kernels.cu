@@ -784,7 +784,7 @@ size_t decode_workspace_bytes(int B, int Hq, int Hkv, int d, int max_len)
     return contiguous > partials ? contiguous : partials;
 }
 
-/** @brief Where the split variants (v3–v6) keep each row's partial m, l and O in the workspace: [B·Hq][max_parts]
+/** @brief Where the split variants (v3–v7) keep each row's partial m, l and O in the workspace: [B·Hq][max_parts]
  *         each, O D wide (fits: max_parts <= max_parts_for(max_len), decode_workspace_bytes). */
 static void partials_at(const decode_problem *p, int max_parts, float **m, float **l, float **o)
 {
