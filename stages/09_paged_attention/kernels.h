@@ -46,7 +46,7 @@ typedef struct {
     size_t workspace_bytes;   /**< its size */
     int *counters;            /**< v3: [B][Hq] ints, zero before the first launch; each launch leaves them zero */
     const int *host_lens;     /**< [B] the same lengths on the host, or NULL: v4 and v5 size their partitions from them, v6 and v7 their grid (they need them) */
-    int dependent_launch;     /**< 1: v2–v6 launch as a programmatic dependent of the kernel before (sm_90; stage 10) */
+    int dependent_launch;     /**< 1: v2–v7 launch as a programmatic dependent of the kernel before (sm_90; stage 10) */
     int *tile_counters;       /**< v6, v7: [B][Hq] ints, each row's tiles claimed so far; zero before the first launch, and each launch leaves them zero */
 } decode_problem;
 
