@@ -809,20 +809,29 @@ static const char *decode_contract(const decode_problem *p)
 }
 
 /**
- * @brief Blocks of one kernel that fit the GPU at once (occupancy × SMs), asked
- *        once per kernel: the partition rules below run on every decode step's launch.
+ * @brief Blocks of `kernel` that fit the GPU at once (occupancy × SMs), asked once per
+ *        kernel (*cache keeps the answer): the partition rules below run on every decode
+ *        step's launch.
  */
+static long long resident_blocks_of(const void *kernel, long long *cache)
+{
+    if (!*cache) {
+        int sms = 0, per_sm = 0;
+        wb_current_gpu(NULL, &sms);
+        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, 0));
+        *cache = (long long)sms * (per_sm > 0 ? per_sm : 1);
+    }
+    return *cache;
+}
+
+/** @brief resident_blocks_of for v1–v5's kernel (or v6's, SHARED_TILES). */
 template <typename T, int D, class Rows, int G, int PASSES, bool SHARED_TILES = false>
 static long long resident_blocks(void)
 {
-    static int sms = 0, per_sm = 0;
-    if (!sms) {
-        wb_current_gpu(NULL, &sms);
-        const void *kernel = SHARED_TILES ? (const void *)paged_decode_shared_tiles<T, D, G, PASSES>
-                                          : (const void *)paged_decode_partition<T, D, Rows, G, PASSES>;
-        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, 0));
-    }
-    return (long long)sms * (per_sm > 0 ? per_sm : 1);
+    static long long cache = 0;
+    return resident_blocks_of(SHARED_TILES ? (const void *)paged_decode_shared_tiles<T, D, G, PASSES>
+                                           : (const void *)paged_decode_partition<T, D, Rows, G, PASSES>,
+                              &cache);
 }
 
 /**
@@ -1065,19 +1074,6 @@ template <typename T>
 using WorkerKernel = void (*)(const T *, const T *, const T *, PagedRowsFast, const int *, int, T *, float *, float *,
                               float *, int *, int *, int, int, int, int, float);
 
-/** @brief Blocks of a worker kernel that fit the GPU at once (asked once per kernel, the first time). */
-template <typename T>
-static long long worker_slots(WorkerKernel<T> kernel, int *cache)
-{
-    if (!*cache) {
-        int sms = 0, per_sm = 0;
-        wb_current_gpu(NULL, &sms);
-        WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, 0));
-        *cache = sms * (per_sm > 0 ? per_sm : 1);
-    }
-    return *cache;
-}
-
 /** @brief v6's (or v7's) launch for groups of G query heads: the grid is exactly the workers (no empty blocks).
  *         The caller checks the launch (WB_CHECK_LAUNCH names its kernel). */
 template <typename T>
@@ -1109,6 +1105,16 @@ static const char *launch_shared_tiles_typed(const decode_problem *p, PagedRowsF
     return why;
 }
 
+/** @brief The contract of v6's and v7's workers: split_contract's, the lengths on the host (to size the grid)
+ *         and the tile counters; fills in v5's rows (PagedRowsFast). NULL, or why not. */
+static const char *worker_contract(const decode_problem *p, PagedRowsFast *rows)
+{
+    if (const char *why = split_contract(p)) return why;
+    if (!p->host_lens) return "needs the context lengths on the host (host_lens), to size its grid";
+    if (!p->tile_counters) return "needs tile counters (B*Hq ints, zero)";
+    return paged_rows_fast(p, rows);
+}
+
 /**
  * @brief v6 — v5's loop with the step's fixed costs cut: each row's tiles shared by its
  *        workers through a counter, a grid of real workers only, and the last worker's
@@ -1117,21 +1123,18 @@ static const char *launch_shared_tiles_typed(const decode_problem *p, PagedRowsF
  */
 static const char *launch_paged_shared_tiles(const decode_problem *p)
 {
-    if (const char *why = split_contract(p)) return why;
-    if (!p->host_lens) return "needs the context lengths on the host (host_lens), to size its grid";
-    if (!p->tile_counters) return "needs tile counters (B*Hq ints, zero)";
     PagedRowsFast rows;
-    if (const char *why = paged_rows_fast(p, &rows)) return why; /* v5's rows, v5's heads per block below */
-    return launch_grouped<PagedRowsFast, true>(p, rows);
+    if (const char *why = worker_contract(p, &rows)) return why;
+    return launch_grouped<PagedRowsFast, true>(p, rows); /* v5's heads per block */
 }
 
 /** @brief v7 for one head size and group of G query heads (fp16). */
 template <int D, int G>
 static const char *launch_tensor_cores_typed(const decode_problem *p, PagedRowsFast rows)
 {
-    static int slots_cache = 0;
+    static long long slots = 0;
     WorkerKernel<__half> kernel = paged_decode_tensor_cores<D, G>;
-    const char *why = launch_workers<__half>(p, rows, G, kernel, worker_slots<__half>(kernel, &slots_cache));
+    const char *why = launch_workers<__half>(p, rows, G, kernel, resident_blocks_of((const void *)kernel, &slots));
     if (!why) WB_CHECK_LAUNCH("paged_decode_tensor_cores");
     return why;
 }
@@ -1154,12 +1157,9 @@ static const char *launch_tensor_cores_d(const decode_problem *p, PagedRowsFast 
  */
 static const char *launch_paged_tensor_cores(const decode_problem *p)
 {
-    if (const char *why = split_contract(p)) return why;
-    if (p->dtype != WB_F16) return "needs fp16 storage (tensor cores multiply fp16)";
-    if (!p->host_lens) return "needs the context lengths on the host (host_lens), to size its grid";
-    if (!p->tile_counters) return "needs tile counters (B*Hq ints, zero)";
     PagedRowsFast rows;
-    if (const char *why = paged_rows_fast(p, &rows)) return why;
+    if (const char *why = worker_contract(p, &rows)) return why;
+    if (p->dtype != WB_F16) return "needs fp16 storage (tensor cores multiply fp16)";
     return p->d == 64 ? launch_tensor_cores_d<64>(p, rows) : launch_tensor_cores_d<128>(p, rows);
 }
 
