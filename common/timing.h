@@ -36,6 +36,10 @@ typedef const char *(*wb_run_fn)(void *ctx);
  *
  * Before each timed run the device's L2 flush buffer is overwritten (outside the
  * events), so every run starts with a cold cache as a run over fresh data would.
+ * Without a flush (dev NULL or no buffer: the caller rotates its inputs instead),
+ * the GPU is held busy for WB_HOLD_NS instead (wb_hold_gpu), so that in both cases
+ * the host has queued the start event, the run and the stop event before the GPU
+ * reaches them: the events time the GPU's work, not the host's launch calls.
  * A slow variant gets fewer runs: when the first warm-up run shows that `runs`
  * runs would take over WB_TIME_BUDGET_MS, only as many as fit are made (at least 5).
  * @param dev    the device (its l2_flush buffer; NULL: no flush)
@@ -47,6 +51,13 @@ typedef const char *(*wb_run_fn)(void *ctx);
  * @return NULL, or the reason fn gave for not running
  */
 const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warmup, int runs, wb_timing *out);
+
+/** @brief How long the timer holds the GPU before a run that has no L2 flush ahead of it (ns): longer than the
+ *         host takes to queue an event, a few launches and another event. */
+#define WB_HOLD_NS 50000ull
+
+/** @brief Keep the GPU busy for `ns` nanoseconds: one thread spinning on the GPU's clock (cudaStreamPerThread). */
+void wb_hold_gpu(unsigned long long ns);
 
 /**
  * @brief A host clock in milliseconds (monotonic). For work that includes the
