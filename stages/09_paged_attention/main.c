@@ -350,6 +350,7 @@ int main(int argc, char **argv)
             {1, 2, 1, 64, 16, 16384},                 /* the longest */
             {2, 3, 3, 128, 16, 16384, 16},            /* 1000x apart, long */
             {9, 2, 2, 64, 1, 0, 300},                 /* pages of one token */
+            {16, 4, 1, 64, 16, 0, 64},                /* 16 short sequences, 4 query heads per KV head */
             {3, 6, 3, 128, 48, 0, 3000},              /* a block size that is not a power of two */
             {2, 16, 2, 64, 16, 0, 3000},              /* 8 query heads per KV head: v4's widest group */
             {2, 24, 3, 128, 16, 700, 1500},           /* 8 per KV head, d 128, three KV heads */
