@@ -2,15 +2,14 @@
 #include "timing.h"
 
 #include "cuda_check.h"
+#include "gpu_clock.cuh"
 
 /** @brief One thread that returns once `ns` nanoseconds of the GPU's clock have passed. */
 __global__ void wb_hold_kernel(unsigned long long ns)
 {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < ns);
+    unsigned long long start = wb_global_ns();
+    while (wb_global_ns() - start < ns) {
+    }
 }
 
 extern "C" void wb_hold_gpu(unsigned long long ns)

@@ -15,6 +15,7 @@
 #include "device.h"             /* wb_current_gpu, wb_current_smem_per_block */
 #include "dtype_device.cuh"
 #include "fast_math.cuh" /* LOG2E: attention's exponentials in base 2 */
+#include "gpu_clock.cuh" /* wb_global_ns: the step's trace */
 #include "gpt2.h" /* GPT2_LN_EPS */
 #include "argmax_key.h"
 #include "kernels.h"
@@ -610,14 +611,6 @@ static __host__ __device__ __forceinline__ int step_max_units(int C, int blocks)
     return most_outputs > STEP_WARPS ? most_outputs : STEP_WARPS;
 }
 
-/** @brief The GPU's clock in nanoseconds, the same on every SM (for the step's trace). */
-static __device__ __forceinline__ unsigned long long global_ns()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /**
  * @brief The grid barrier, split in two: arrive() adds one to a counter in
  *        global memory, wait() waits until it reaches (barriers so far) ×
@@ -647,7 +640,7 @@ struct GridBarrier {
     /** @brief Trace point `which` of this phase (0 start, 1 arrival, 2 rows ready, 3 dot products done). */
     __device__ __forceinline__ void mark(int which)
     {
-        if (trace && threadIdx.x == 0) trace[((long long)blockIdx.x * phases + phase) * 4 + which] = global_ns();
+        if (trace && threadIdx.x == 0) trace[((long long)blockIdx.x * phases + phase) * 4 + which] = wb_global_ns();
     }
     /** @brief Count this block in: its writes of the phase are done and visible. */
     __device__ __forceinline__ void arrive()
