@@ -2,7 +2,8 @@
  * @file stages/03_gemm/hopper_ptx.cuh
  * @brief The Hopper instructions as small wrappers — mbarriers, TMA copies, wgmma and
  *        its descriptors, setmaxnreg — and the host's tensor-map encoder: what stage 03's
- *        v10–v14 (gemm_hopper.cuh) and stage 06's v7 are built from (sm_90a only).
+ *        v10–v14 (gemm_hopper.cuh) and stage 06's v7 are built from (sm_90a only; the
+ *        mbarriers and the bulk copies alone, which stage 10's v7/v8 use, are plain sm_90).
  */
 #ifndef STAGE03_HOPPER_PTX_CUH
 /** @brief Include guard. */
@@ -60,6 +61,19 @@ static __device__ __forceinline__ unsigned smem_addr(const void *p) { return (un
                      : "=r"(done)
                      : "r"(smem_addr(bar)), "r"(parity)
                      : "memory");
+}
+
+/**
+ * @brief The copy engine's plain bulk copy (no tensor map): `bytes` contiguous
+ *        bytes from global into shared memory, both 16-byte aligned and the
+ *        size a multiple of 16; the bytes count on `bar` (stage 10's v7/v8).
+ */
+[[maybe_unused]] static __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
 }
 
 /** @brief TMA: copy the box at (column c0, row c1) of the tensor `map` into shared memory; signal `bar`. */

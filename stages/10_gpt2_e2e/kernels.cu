@@ -7,6 +7,7 @@
  */
 #include <cuda_fp16.h>
 #include <math.h>
+#include <type_traits> /* std::true_type: the ring, or not, as a template argument */
 
 #include "02_reduction/block_reduce.cuh"      /* warp_allreduce: stage 02's butterfly */
 #include "04_fused_gelu_linear/bias_gelu.cuh" /* gelu_tanh */
@@ -16,6 +17,7 @@
 #include "dtype_device.cuh"
 #include "fast_math.cuh" /* LOG2E: attention's exponentials in base 2 */
 #include "gpu_clock.cuh" /* wb_global_ns: the step's trace */
+#include "03_gemm/hopper_ptx.cuh" /* mbarriers and the copy engine's bulk copy: v7/v8's weight ring (sm_90) */
 #include "gpt2.h" /* GPT2_LN_EPS */
 #include "argmax_key.h"
 #include "kernels.h"
@@ -611,6 +613,30 @@ static __host__ __device__ __forceinline__ int step_max_units(int C, int blocks)
     return most_outputs > STEP_WARPS ? most_outputs : STEP_WARPS;
 }
 
+/** @brief Dynamic shared memory of one block: the layer table, ROWS rows of 4C, the partial sums, the block tables
+ *         (v7/v8's ring follows, from the next 16-byte boundary: step_ring_offset). */
+static __host__ __device__ __forceinline__ size_t step_smem_bytes(size_t elem, int rows, int C, int L, int max_pages,
+                                                                  int blocks)
+{
+    return (size_t)L * sizeof(decode_layer_weights) + (size_t)rows * 4 * C * elem +
+           (size_t)step_max_units(C, blocks) * rows * 4 +
+           (size_t)rows * max_pages * 4;
+}
+
+/** @brief Where v7/v8's plan of the ring (a RingPlan per linear) begins in the dynamic shared memory. */
+static __host__ __device__ __forceinline__ size_t step_plan_offset(size_t elem, int rows, int C, int L, int max_pages,
+                                                                   int blocks)
+{
+    return (step_smem_bytes(elem, rows, C, L, max_pages, blocks) + 15) & ~(size_t)15;
+}
+
+/** @brief Where v7/v8's weight ring begins in the dynamic shared memory: 16-byte aligned, for the bulk copies. */
+static __host__ __device__ __forceinline__ size_t step_ring_offset(size_t elem, int rows, int C, int L, int max_pages,
+                                                                   int blocks)
+{
+    return step_plan_offset(elem, rows, C, L, max_pages, blocks) + (size_t)4 * L * 16; /* sizeof(RingPlan) is 16 */
+}
+
 /**
  * @brief The grid barrier, split in two: arrive() adds one to a counter in
  *        global memory, wait() waits until it reaches (barriers so far) ×
@@ -749,20 +775,23 @@ struct Prefetched {
 
 /**
  * @brief Start phase `p` before its barrier: each lane's first STEP_SLOTS
- *        16-byte weight loads (the cursor then points past them), the
- *        epilogue's bias and old residual value, the LayerNorm parameters.
+ *        16-byte weight loads (the cursor then points past them; not where
+ *        the ring brings the weights), the epilogue's bias and old residual
+ *        value, the LayerNorm parameters.
  */
 template <typename T, int ROWS>
 static __device__ __forceinline__ void issue_phase(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], StepCursor &ahead,
                                                    Prefetched &pre, const float *bias, const T *resid_y, int N, int M,
-                                                   const float *ln_w, const float *ln_b, int K)
+                                                   const float *ln_w, const float *ln_b, int K, bool weights)
 {
     const int lane = threadIdx.x % 32;
-    ahead.start(p, threadIdx.x / 32);
+    if (weights) { /* v7/v8's ring phases: the copy engine brings them */
+        ahead.start(p, threadIdx.x / 32);
 #pragma unroll
-    for (int r = 0; r < STEP_SLOTS; ++r) {
-        slot[r] = ahead.fetch(p, lane);
-        ahead.advance(p);
+        for (int r = 0; r < STEP_SLOTS; ++r) {
+            slot[r] = ahead.fetch(p, lane);
+            ahead.advance(p);
+        }
     }
     int o = threadIdx.x / ROWS, m = threadIdx.x % ROWS;
     pre.bias = pre.resid = 0.0f;
@@ -806,8 +835,8 @@ static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
 }
 
 /**
- * @brief LayerNorm of the M staged rows, in place: a warp per row for the
- *        statistics (stage 05's two passes), then every thread its columns
+ * @brief LayerNorm of the M staged rows, in place: the statistics in one
+ *        block-wide reduction of two sums, then every thread its columns
  *        with the prefetched gain and shift; rounded to T as v1's LayerNorm
  *        kernel rounds its output.
  */
@@ -815,34 +844,35 @@ template <typename T, int ROWS>
 static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetched &pre, const float *ln_w,
                                            const float *ln_b)
 {
-    __shared__ float partial_sums[STEP_WARPS][ROWS], mean[ROWS], rstd[ROWS];
+    __shared__ float partial_sums[STEP_WARPS][ROWS], partial_squares[STEP_WARPS][ROWS], mean[ROWS], rstd[ROWS];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    /* one statistic of every row at once, all warps sharing each row: a strided sum per thread (rows past M are
-     * zero), the butterfly per warp, the warps' sums added by thread m. The block's threads each read K/256
-     * values per pass, where a warp per row read 24 one after the other: 0.2 µs instead of 1.5 */
-    auto row_sums = [&](auto value, float *out, float scale) {
-        float s[ROWS];
+    /* Both statistics of every row in one reduction, all warps sharing each row: each thread sums d = x − x₀ and
+     * d² over its columns (rows past M are zero), the butterfly per warp, the warps' sums added by thread m. The
+     * shift x₀ (the row's first value) keeps var = E[d²] − E[d]² from being a difference of two large numbers when
+     * the mean is far from zero. Stage 05's two passes (the mean, then the squared deviations) cost one more
+     * reduction and its two __syncthreads on the step's critical path: 0.3 µs a LayerNorm on the H100 */
+    float s1[ROWS], s2[ROWS], x0[ROWS];
 #pragma unroll
-        for (int m = 0; m < ROWS; ++m) s[m] = 0.0f;
-        for (int k = threadIdx.x; k < K; k += STEP_THREADS)
-#pragma unroll
-            for (int m = 0; m < ROWS; ++m) s[m] += value(m, load(rows, (long long)m * K + k));
+    for (int m = 0; m < ROWS; ++m) s1[m] = s2[m] = 0.0f, x0[m] = load(rows, (long long)m * K);
+    for (int k = threadIdx.x; k < K; k += STEP_THREADS)
 #pragma unroll
         for (int m = 0; m < ROWS; ++m) {
-            float t = warp_allreduce<SumOp>(s[m]);
-            if (lane == 0) partial_sums[warp][m] = t;
+            float d = load(rows, (long long)m * K + k) - x0[m];
+            s1[m] += d, s2[m] = fmaf(d, d, s2[m]);
         }
-        __syncthreads();
-        if (threadIdx.x < ROWS) {
-            float t = 0.0f;
-            for (int w = 0; w < STEP_WARPS; ++w) t += partial_sums[w][threadIdx.x];
-            out[threadIdx.x] = t * scale;
-        }
-        __syncthreads();
-    };
-    row_sums([](int, float x) { return x; }, mean, 1.0f / K);
-    row_sums([&](int m, float x) { return (x - mean[m]) * (x - mean[m]); }, rstd, 1.0f / K);
-    if (threadIdx.x < ROWS) rstd[threadIdx.x] = rsqrtf(rstd[threadIdx.x] + GPT2_LN_EPS);
+#pragma unroll
+    for (int m = 0; m < ROWS; ++m) {
+        float t1 = warp_allreduce<SumOp>(s1[m]), t2 = warp_allreduce<SumOp>(s2[m]);
+        if (lane == 0) partial_sums[warp][m] = t1, partial_squares[warp][m] = t2;
+    }
+    __syncthreads();
+    if (threadIdx.x < ROWS) {
+        float t1 = 0.0f, t2 = 0.0f;
+        for (int w = 0; w < STEP_WARPS; ++w) t1 += partial_sums[w][threadIdx.x], t2 += partial_squares[w][threadIdx.x];
+        float mean_d = t1 / K;
+        mean[threadIdx.x] = load(rows, (long long)threadIdx.x * K) + mean_d;
+        rstd[threadIdx.x] = rsqrtf(fmaxf(t2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+    }
     __syncthreads();
     auto normalise = [&](int k, float g, float b) {
         for (int m = 0; m < M; ++m)
@@ -1092,15 +1122,176 @@ static __device__ __forceinline__ LinearPhase describe_phase(const decode_step_a
  *        head streams on its own), so that its loads, when issued, find it
  *        there.
  */
+/** @brief The phase of the step's linear number j (four per block): phases 0, 2, 3 and 4 of a block (attention is 1). */
+static __device__ __forceinline__ int phase_of_linear(int j) { return 5 * (j / 4) + (j % 4 ? j % 4 + 1 : 0); }
+
 template <typename T>
 static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a, const decode_layer_weights *layers,
                                                        int j)
 {
     if (j >= 4 * a.L) return;
-    int part = j % 4; /* the linears are phases 0, 2, 3 and 4 of a block (attention is phase 1) */
-    LinearPhase d = describe_phase(a, layers, 5 * (j / 4) + (part ? part + 1 : 0));
+    LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
     LinearShare share = share_of<T>(d.w, d.N, d.K, true);
     prefetch_l2(share.w, (long long)share.outs * share.chunks * 16);
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* v7 and v8: the weights by the copy engine, into a ring in shared memory   */
+/* ------------------------------------------------------------------------ */
+/*
+ * v5's trace shows where a phase's time goes: not into the weights, which are
+ * in flight before the barrier, but into the loads that come after them. The
+ * barrier's polls, the phase's input rows and attention's K and V are loads of
+ * the same SM, queued behind its 48 KB of weight requests; with the weights
+ * requested after the barrier instead (the H100, v6 at batch 1), reading the
+ * input rows went from 1.0 to 2.2 µs and the step from 365 to 441 µs.
+ *
+ * On sm_90 a block can hand its weights to the copy engine (TMA): one thread
+ * asks for a contiguous run of bytes (`cp.async.bulk`), the engine writes it
+ * into shared memory and counts the bytes on an mbarrier, and no load of the
+ * block's threads waits behind it. A block's share of a linear *is* one
+ * contiguous run (its rows of Wᵀ), so each linear is one or two copies. The
+ * copies go into a ring that fills the rest of the block's shared memory
+ * (about 200 KB): thread 0 requests linears in order as long as they fit, and
+ * gives a linear's bytes back as soon as its dot products are done. So the
+ * copy engine streams several phases ahead, while the phases' chain of
+ * latencies runs behind it on loads that no longer queue.
+ */
+
+/** @brief Linears a block's ring may hold at once (requested, landing or being read): one mbarrier each. */
+#define RING_LINEARS 8
+/**
+ * @brief The thread that requests and gives back. Not thread 0, which arrives
+ *        at and polls the grid barrier. It requests as a linear phase's rows
+ *        are ready, not at the barrier: requested right after the arrival,
+ *        each phase's burst of copies (4.7 MB for fc from all blocks at once,
+ *        1.6 µs of DRAM) met the barrier's polls in L2, and the barriers after
+ *        QKV, fc and fc-proj took 1.5–2.1 µs instead of 0.6–0.7 (the H100,
+ *        v8 at batch 1: 326 µs a step against 298).
+ */
+#define RING_PRODUCER 32
+
+/**
+ * @brief A block's ring of weights in shared memory. Linear j (the step's
+ *        linears in order, four per block of the model) starts at chunk
+ *        start[j % RING_LINEARS] and may wrap past the end; its bytes have
+ *        landed when mbarrier j % RING_LINEARS completes its phase
+ *        j / RING_LINEARS. head, tail, next and freed are kept by thread
+ *        RING_PRODUCER: it alone requests and gives back.
+ */
+/** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
+struct RingPlan {
+    const uint4 *src; /**< the block's share of the linear: a contiguous run of 16-byte chunks */
+    unsigned n;       /**< its chunks */
+};
+
+static_assert(sizeof(RingPlan) == 16, "step_ring_offset counts 16 bytes a linear");
+
+struct WeightRing {
+    uint4 *buf;              /**< the ring: `chunks` 16-byte chunks of shared memory */
+    unsigned chunks;         /**< its capacity */
+    uint64_t *bars;          /**< [RING_LINEARS] mbarriers, one per linear in the ring */
+    unsigned *start;         /**< [RING_LINEARS] the chunk where each linear begins */
+    const RingPlan *plan;    /**< [linears] the block's share of each linear, worked out once as the step begins */
+    int linears;             /**< the step's linears (4 per block of the model; the LM head is not one of them) */
+    unsigned long long head; /**< chunks requested since the step began */
+    unsigned long long tail; /**< chunks given back */
+    int next;                /**< the next linear to request */
+    int freed;               /**< linears given back */
+
+    /** @brief The producer, once: make the mbarriers (one arrival each: the producer's, with the bytes it expects). */
+    __device__ void init()
+    {
+#if __CUDA_ARCH__ >= 900
+        for (int b = 0; b < RING_LINEARS; ++b) mbar_init(bars + b, 1);
+        mbar_fence_init();
+#endif
+    }
+    /** @brief The producer: request the next linears, in order, while they fit (and an mbarrier is free). */
+    __device__ void request()
+    {
+#if __CUDA_ARCH__ >= 900
+        fence_async_after_reads();
+        for (; next < linears && next - freed < RING_LINEARS; ++next) {
+            const unsigned n = plan[next].n, at = (unsigned)(head % chunks), first = n < chunks - at ? n : chunks - at;
+            if (head + n - tail > chunks) return; /* not yet: a linear's bytes come back first */
+            uint64_t *bar = bars + next % RING_LINEARS;
+            start[next % RING_LINEARS] = at;
+            mbar_arrive_expect_bytes(bar, n * 16);
+            if (first) bulk_load(buf + at, plan[next].src, first * 16, bar);
+            if (n > first) bulk_load(buf, plan[next].src + first, (n - first) * 16, bar); /* the part past the end */
+            head += n;
+        }
+#else
+        __trap(); /* the launcher takes the ring only on sm_90 */
+#endif
+    }
+    /** @brief Every thread: wait until linear j's bytes have landed. */
+    __device__ __forceinline__ void wait(int j)
+    {
+#if __CUDA_ARCH__ >= 900
+        mbar_wait(bars + j % RING_LINEARS, (j / RING_LINEARS) & 1);
+#endif
+    }
+    /** @brief The producer, after a __syncthreads that follows every read of it: give back a linear's n chunks. */
+    __device__ __forceinline__ void give_back(unsigned n) { tail += n, ++freed; }
+    /** @brief Chunk q of the ring counted from `from` (q < 2·chunks: at most one wrap). */
+    __device__ __forceinline__ uint4 at(unsigned from, unsigned q) const
+    {
+        unsigned i = from + q;
+        return buf[i >= chunks ? i - chunks : i];
+    }
+
+  private:
+#if __CUDA_ARCH__ >= 900
+    /** @brief The copy engine writes where the block's threads have just read: order those reads first. */
+    static __device__ __forceinline__ void fence_async_after_reads()
+    {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+#endif
+};
+
+/**
+ * @brief v7/v8's dot products of a linear phase: v5's units and slices, with
+ *        each weight chunk read from the ring (shared memory) instead of from
+ *        a register slot. The warps' finished dot products go to `partial`
+ *        for finish_phase, as in run_phase.
+ */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, const WeightRing &ring, int j,
+                                                      const T *rows, int K, float *partial)
+{
+    constexpr int VEC = Vec16<T>::N;
+    const int lane = threadIdx.x % 32;
+    const unsigned from = ring.start[j % RING_LINEARS];
+    for (int u = threadIdx.x / 32; u < p.units; u += STEP_WARPS) {
+        const int o = u >> p.log2S, s = u & (p.S - 1);
+        const unsigned first = (unsigned)(o * p.chunks);
+        float acc[ROWS];
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) acc[m] = 0.0f;
+#pragma unroll 4
+        for (int c = s * 32 + lane; c < p.chunks; c += 32 << p.log2S) {
+            float w[VEC];
+            unpack16(ring.at(from, first + c), w, T());
+#pragma unroll
+            for (int m = 0; m < ROWS; ++m) {
+                float x[VEC];
+                unpack16(*reinterpret_cast<const uint4 *>(rows + m * K + c * VEC), x, T());
+#pragma unroll
+                for (int v = 0; v < VEC; ++v) acc[m] = fmaf(w[v], x[v], acc[m]);
+            }
+        }
+        float mine = 0.0f;
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) {
+            float t = warp_allreduce<SumOp>(acc[m]);
+            if (lane == m) mine = t;
+        }
+        if (lane < ROWS) partial[u * ROWS + lane] = mine;
+    }
 }
 
 /**
@@ -1114,8 +1305,12 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  *        phase code exists once in the binary: written out phase by phase it
  *        was 25 000 instructions (400 KB), more than the instruction cache,
  *        and every phase waited for its own code.
+ *
+ *        v7/v8 (RING): the same kernel, but the linears' weights come from
+ *        the block's WeightRing in shared memory (the LM head's still stream
+ *        through registers: its share, 585 KB, is larger than the ring).
  */
-template <typename T, int ROWS>
+template <typename T, int ROWS, bool RING>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1124,6 +1319,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     T *rows = reinterpret_cast<T *>(layers + L);                                   /* [ROWS][4C] */
     float *partial = reinterpret_cast<float *>(rows + (long long)ROWS * 4 * C);   /* [units][ROWS] */
     int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x) * ROWS); /* [M][max_pages] */
+    __shared__ uint64_t ring_bars[RING_LINEARS];
+    __shared__ unsigned ring_start[RING_LINEARS];
+    RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x));
+    WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x)),
+                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0}; /* v7/v8 (RING) only */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
     GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
@@ -1142,15 +1342,30 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     if (threadIdx.x == 0) in.tables = tables;
     if (blockIdx.x == 0 && threadIdx.x < M) a.best[threadIdx.x] = 0; /* read only by the LM head, many barriers on */
     __syncthreads();
+    if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
+        for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
+            LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
+            LinearShare share = share_of<T>(d.w, d.N, d.K, true);
+            plan[j] = {share.w, (unsigned)(share.outs * share.chunks)};
+        }
+        __syncthreads();
+        if (threadIdx.x == RING_PRODUCER) {
+            ring.init();
+            ring.request();
+        }
+        __syncthreads(); /* the mbarriers are initialised before any thread waits on one */
+    }
 
     for (int i = 0; i < P; ++i) {
         const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
+        const bool from_ring = RING && !attention && i < 5 * L; /* the LM head streams through registers */
         LinearPhase d;
         LinearShare share;
         if (!attention) { /* before the barrier: everything that does not depend on the phase before */
             d = describe_phase(a, layers, i);
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX);
-            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, d.ln_w, d.ln_b, d.K);
+            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, d.ln_w, d.ln_b, d.K,
+                                 !from_ring);
         }
         if (i > 0) barrier.wait();
         if (attention) {
@@ -1172,15 +1387,25 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 __syncthreads();
             }
             if (d.ln_w) layernorm_step_rows<T, ROWS>(rows, M, d.K, pre, d.ln_w, d.ln_b);
-            if (a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
+            if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
-            run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
+            if (from_ring) {
+                if (threadIdx.x == RING_PRODUCER) ring.request(); /* see RING_PRODUCER: when to request */
+                ring.wait(d.linear);
+                run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+            } else {
+                run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
+            }
             barrier.mark(3);
             if (!head)
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool);
         }
         if (i + 1 < P) barrier.arrive();
+        if (from_ring && threadIdx.x == RING_PRODUCER) { /* the phase's weights were read (finish_phase's
+                                                          * __syncthreads): its bytes go back */
+            ring.give_back((unsigned)(share.outs * share.chunks));
+        }
     }
     /* the LM head's argmax: the block's best per row, then one atomic per row */
     if (threadIdx.x % 32 < M) atomicMax(&block_best[threadIdx.x % 32], best);
@@ -1189,42 +1414,86 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     barrier.mark(1);
 }
 
-/** @brief Dynamic shared memory of one block: the layer table, ROWS rows of 4C, the partial sums, the block tables. */
-static size_t step_smem_bytes(size_t elem, int rows, int C, int L, int max_pages, int blocks)
+
+/** @brief The most 16-byte chunks one block's share of one linear takes (v7/v8's ring must hold it). */
+static unsigned ring_largest_share(int C, int blocks, size_t elem)
 {
-    return (size_t)L * sizeof(decode_layer_weights) + (size_t)rows * 4 * C * elem +
-           (size_t)step_max_units(C, blocks) * rows * 4 +
-           (size_t)rows * max_pages * 4;
+    const int vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
+    unsigned most = 0;
+    for (int i = 0; i < 4; ++i) {
+        unsigned chunks = (unsigned)((shapes[i][0] + blocks - 1) / blocks) * (unsigned)(shapes[i][1] / vec);
+        most = chunks > most ? chunks : most;
+    }
+    return most;
 }
 
-size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages)
+/** @brief v7/v8: the kernel's static shared memory plus the dynamic part with the smallest ring that works. */
+template <typename T, int ROWS>
+static size_t ring_step_smem(int C, int L, int max_pages, int blocks)
+{
+    cudaFuncAttributes attr;
+    WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true>));
+    return step_ring_offset(sizeof(T), ROWS, C, L, max_pages, blocks) +
+           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + attr.sharedSizeBytes;
+}
+
+size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring)
 {
     int sms;
     wb_current_gpu(NULL, &sms);
     if (M < 1 || M > DECODE_MAX_ROWS || C < DECODE_STEP_HEAD_DIM || C % DECODE_STEP_HEAD_DIM || L < 1) return 0;
-    return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, L, max_pages, sms);
+    if (!weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, L, max_pages, sms);
+    auto for_rows = [&](auto t) -> size_t {
+        using T = decltype(t);
+        switch (rows_for(M)) {
+        case 1: return ring_step_smem<T, 1>(C, L, max_pages, sms);
+        case 2: return ring_step_smem<T, 2>(C, L, max_pages, sms);
+        case 4: return ring_step_smem<T, 4>(C, L, max_pages, sms);
+        default: return ring_step_smem<T, 8>(C, L, max_pages, sms);
+        }
+    };
+    return dtype == WB_F16 ? for_rows(__half()) : for_rows(0.0f);
 }
 
-/** @brief A cooperative launch of one instantiation: one block per SM, all resident (the barrier's premise). */
-template <typename T, int ROWS>
+/**
+ * @brief A cooperative launch of one instantiation: one block per SM, all
+ *        resident (the barrier's premise). With the ring (v7/v8), the ring
+ *        takes all the shared memory that the rest of the block leaves.
+ */
+template <typename T, int ROWS, bool RING>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
-    auto kernel = decode_step_persistent<T, ROWS>;
+    auto kernel = decode_step_persistent<T, ROWS, RING>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
-    static int per_sm = 0;
+    static int per_sm = 0, static_smem = -1;
+    decode_step_args args = *a;
+    if (RING) {
+        if (static_smem < 0) {
+            cudaFuncAttributes attr;
+            WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+            static_smem = (int)attr.sharedSizeBytes;
+        }
+        size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks);
+        size_t limit = wb_current_smem_per_block(), used = offset + (size_t)static_smem;
+        args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
+        if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T)))
+            return "persistent decode step with the weight ring: one block's share of a linear does not fit in the "
+                   "shared memory the rows leave (fewer sequences, or the step without the ring, do)";
+        smem = offset + (size_t)args.ring_chunks * 16;
+    }
     if (smem != asked_smem) {
         WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, STEP_THREADS, smem));
         asked_smem = smem;
     }
-    if (per_sm < 1) return "persistent decode step: one block of 512 threads does not fit on an SM";
+    if (per_sm < 1) return "persistent decode step: one block of 256 threads does not fit on an SM";
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute cooperative;
     cooperative.id = cudaLaunchAttributeCooperative;
     cooperative.val.cooperative = 1;
     cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(STEP_THREADS), cfg.dynamicSmemBytes = smem;
     cfg.stream = cudaStreamPerThread, cfg.attrs = &cooperative, cfg.numAttrs = 1;
-    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, *a));
+    WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
     WB_CHECK_LAUNCH("decode_step_persistent");
     return NULL;
 }
@@ -1235,19 +1504,24 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (a->H < 1 || a->C != a->H * DECODE_STEP_HEAD_DIM) return "persistent decode step: needs heads of 64 (C = 64·H)";
     if (a->L < 1 || a->V < 1 || a->ldy < a->V || a->max_pages < 1 || a->block_size < 1)
         return "persistent decode step: needs L, V, max_pages, block_size >= 1 and ldy >= V";
-    size_t smem = gpt2_decode_step_smem(dtype, a->M, a->C, a->L, a->max_pages);
+    size_t smem = gpt2_decode_step_smem(dtype, a->M, a->C, a->L, a->max_pages, 0);
     if (smem > wb_current_smem_per_block())
         return "persistent decode step: the rows do not fit in one block's shared memory (fewer sequences do)";
-    int sms;
-    wb_current_gpu(NULL, &sms);
+    int cc, sms;
+    wb_current_gpu(&cc, &sms);
+    if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
-        switch (rows_for(a->M)) {
-        case 1: return launch_step_rows<T, 1>(a, smem, sms);
-        case 2: return launch_step_rows<T, 2>(a, smem, sms);
-        case 4: return launch_step_rows<T, 4>(a, smem, sms);
-        default: return launch_step_rows<T, 8>(a, smem, sms);
-        }
+        auto launch = [&](auto ring) -> const char * {
+            constexpr bool RING = decltype(ring)::value;
+            switch (rows_for(a->M)) {
+            case 1: return launch_step_rows<T, 1, RING>(a, smem, sms);
+            case 2: return launch_step_rows<T, 2, RING>(a, smem, sms);
+            case 4: return launch_step_rows<T, 4, RING>(a, smem, sms);
+            default: return launch_step_rows<T, 8, RING>(a, smem, sms);
+            }
+        };
+        return a->weight_ring ? launch(std::true_type()) : launch(std::false_type());
     });
 }

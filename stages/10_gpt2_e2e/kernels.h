@@ -184,6 +184,9 @@ typedef struct {
     unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them */
     unsigned *barrier;         /**< one counter for the grid barriers; the launcher zeroes it */
     int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
+    int weight_ring;           /**< v7/v8 (sm_90): the copy engine brings each block's weights into a ring in its
+                                    shared memory, phases ahead (l2_prefetch is then unused) */
+    unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
 } decode_step_args;
@@ -191,8 +194,10 @@ typedef struct {
 /**
  * @brief Shared memory one block of the persistent step needs for M rows, or 0
  *        when the kernel cannot take these sizes; compare with the GPU's limit.
+ *        With the weight ring (v7/v8): static and dynamic together, with the
+ *        smallest ring that holds one block's share of the widest linear.
  */
-size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages);
+size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring);
 
 /** @brief Launch one persistent decode step (a memset and one cooperative kernel); NULL, or why not. */
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);

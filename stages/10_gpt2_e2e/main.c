@@ -25,20 +25,22 @@
 
 /** The paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80); v3 and v4 are v1 and v2 with the fused
  *  decode step (prefill unchanged); v5 and v6 run that step as one persistent kernel. */
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
                                            "v2 + fused decode step",
                                            "v3's step as one persistent kernel (grid barriers, weights issued early)",
-                                           "v4's step as one persistent kernel"};
-enum { N_VARIANTS = 6 };
+                                           "v4's step as one persistent kernel",
+                                           "v5 + weights by the copy engine into shared memory, phases ahead (sm_90)",
+                                           "v6 + weights by the copy engine (sm_90)"};
+enum { N_VARIANTS = 8 };
 
 /** @brief Storage of variant v: odd variants are fp16. */
 static wb_dtype variant_dtype(int v) { return v % 2 ? WB_F16 : WB_F32; }
 /** @brief Variant v's decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4), 2 the persistent
- *  step (v5, v6). Non-zero: its prefill is v1's or v2's. */
-static int variant_decode_path(int v) { return v >= 4 ? 2 : v >= 2 ? 1 : 0; }
+ *  step (v5, v6), 3 with the weight ring (v7, v8). Non-zero: its prefill is v1's or v2's. */
+static int variant_decode_path(int v) { return v >= 6 ? 3 : v >= 4 ? 2 : v >= 2 ? 1 : 0; }
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
@@ -479,7 +481,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         }
         time_decode(&e, 1, prompt, 8, tokens, &pd);
         print_profile("decode batch 1, 8 steps", &pd);
-        if (variant_decode_path(v) == 2) {
+        if (variant_decode_path(v) >= 2) {
             print_step_trace(&e, 1, prompt, tokens);
             print_step_trace(&e, PB, prompt, tokens);
         }
