@@ -1167,10 +1167,18 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  *        are ready, not at the barrier: requested right after the arrival,
  *        each phase's burst of copies (4.7 MB for fc from all blocks at once,
  *        1.6 µs of DRAM) met the barrier's polls in L2, and the barriers after
- *        QKV, fc and fc-proj took 1.5–2.1 µs instead of 0.6–0.7 (the H100,
+ *        QKV, fc and fc-proj took 1.5–2.1 µs instead of 0.6–1.0 (the H100,
  *        v8 at batch 1: 326 µs a step against 298).
  */
 #define RING_PRODUCER 32
+
+/** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
+struct RingPlan {
+    const uint4 *src; /**< the block's share of the linear: a contiguous run of 16-byte chunks */
+    unsigned n;       /**< its chunks */
+};
+
+static_assert(sizeof(RingPlan) == 16, "step_ring_offset counts 16 bytes a linear");
 
 /**
  * @brief A block's ring of weights in shared memory. Linear j (the step's
@@ -1180,14 +1188,6 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  *        j / RING_LINEARS. head, tail, next and freed are kept by thread
  *        RING_PRODUCER: it alone requests and gives back.
  */
-/** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
-struct RingPlan {
-    const uint4 *src; /**< the block's share of the linear: a contiguous run of 16-byte chunks */
-    unsigned n;       /**< its chunks */
-};
-
-static_assert(sizeof(RingPlan) == 16, "step_ring_offset counts 16 bytes a linear");
-
 struct WeightRing {
     uint4 *buf;              /**< the ring: `chunks` 16-byte chunks of shared memory */
     unsigned chunks;         /**< its capacity */
@@ -1257,7 +1257,9 @@ struct WeightRing {
  * @brief v7/v8's dot products of a linear phase: v5's units and slices, with
  *        each weight chunk read from the ring (shared memory) instead of from
  *        a register slot. The warps' finished dot products go to `partial`
- *        for finish_phase, as in run_phase.
+ *        for finish_phase, as in run_phase. (The multiply of one chunk
+ *        repeats run_phase's: lifted into a shared helper it compiled to
+ *        different code for v5/v6, which was not measured.)
  */
 template <typename T, int ROWS>
 static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, const WeightRing &ring, int j,

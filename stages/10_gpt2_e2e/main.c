@@ -24,7 +24,8 @@
 #include "tokenizer.h"
 
 /** The paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80); v3 and v4 are v1 and v2 with the fused
- *  decode step (prefill unchanged); v5 and v6 run that step as one persistent kernel. */
+ *  decode step (prefill unchanged); v5 and v6 run that step as one persistent kernel; v7 and v8 bring that
+ *  kernel's weights by the copy engine into shared memory (sm_90). */
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
