@@ -553,12 +553,6 @@ static const char *launch_hgemm_wgmma_persistent(const __half *A, const __half *
                  : "memory");
 }
 
-/** @brief Make this thread's shared-memory writes visible to TMA (the async proxy) before it reads them. */
-[[maybe_unused]] static __device__ __forceinline__ void fence_shared_for_tma()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 /**
  * @brief atomicAdd with acquire-release semantics at GPU scope: the pattern "write, barrier,
  *        one thread counts" (and "one thread counts, barrier, read") without a full fence.

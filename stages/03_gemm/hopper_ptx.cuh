@@ -64,6 +64,16 @@ static __device__ __forceinline__ unsigned smem_addr(const void *p) { return (un
 }
 
 /**
+ * @brief Order this thread's shared-memory accesses before the copy engine's
+ *        (the async proxy's) that follow: its writes before a TMA store reads
+ *        them, or its reads before a TMA load overwrites them.
+ */
+[[maybe_unused]] static __device__ __forceinline__ void fence_shared_for_tma()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/**
  * @brief The copy engine's plain bulk copy (no tensor map): `bytes` contiguous
  *        bytes from global into shared memory, both 16-byte aligned and the
  *        size a multiple of 16; the bytes count on `bar` (stage 10's v7/v8).

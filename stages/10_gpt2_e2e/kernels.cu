@@ -1116,14 +1116,15 @@ static __device__ __forceinline__ LinearPhase describe_phase(const decode_step_a
     }
 }
 
+/** @brief The phase of the step's linear number j (four per block): phases 0, 2, 3 and 4 of a block (attention is 1). */
+static __device__ __forceinline__ int phase_of_linear(int j) { return 5 * (j / 4) + (j % 4 ? j % 4 + 1 : 0); }
+
 /**
  * @brief Ask L2 for this block's share of the step's linear number j (four
  *        per block: QKV, proj, fc, fc-proj; none past the last block: the LM
  *        head streams on its own), so that its loads, when issued, find it
  *        there.
  */
-/** @brief The phase of the step's linear number j (four per block): phases 0, 2, 3 and 4 of a block (attention is 1). */
-static __device__ __forceinline__ int phase_of_linear(int j) { return 5 * (j / 4) + (j % 4 ? j % 4 + 1 : 0); }
 
 template <typename T>
 static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a, const decode_layer_weights *layers,
@@ -1153,8 +1154,9 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  * block's threads waits behind it. A block's share of a linear *is* one
  * contiguous run (its rows of Wᵀ), so each linear is one or two copies. The
  * copies go into a ring that fills the rest of the block's shared memory
- * (about 200 KB): thread 0 requests linears in order as long as they fit, and
- * gives a linear's bytes back as soon as its dot products are done. So the
+ * (about 200 KB): one thread, the producer, requests linears in order as long
+ * as they fit, and gives a linear's bytes back as soon as its dot products are
+ * done. So the
  * copy engine streams several phases ahead, while the phases' chain of
  * latencies runs behind it on loads that no longer queue.
  */
@@ -1212,7 +1214,7 @@ struct WeightRing {
     __device__ void request()
     {
 #if __CUDA_ARCH__ >= 900
-        fence_async_after_reads();
+        fence_shared_for_tma(); /* the reads of what was given back, before the copies overwrite it */
         for (; next < linears && next - freed < RING_LINEARS; ++next) {
             const unsigned n = plan[next].n, at = (unsigned)(head % chunks), first = n < chunks - at ? n : chunks - at;
             if (head + n - tail > chunks) return; /* not yet: a linear's bytes come back first */
@@ -1234,23 +1236,14 @@ struct WeightRing {
         mbar_wait(bars + j % RING_LINEARS, (j / RING_LINEARS) & 1);
 #endif
     }
-    /** @brief The producer, after a __syncthreads that follows every read of it: give back a linear's n chunks. */
-    __device__ __forceinline__ void give_back(unsigned n) { tail += n, ++freed; }
+    /** @brief The producer, after a __syncthreads that follows every read of it: give back the oldest linear. */
+    __device__ __forceinline__ void give_back() { tail += plan[freed++].n; }
     /** @brief Chunk q of the ring counted from `from` (q < 2·chunks: at most one wrap). */
     __device__ __forceinline__ uint4 at(unsigned from, unsigned q) const
     {
         unsigned i = from + q;
         return buf[i >= chunks ? i - chunks : i];
     }
-
-  private:
-#if __CUDA_ARCH__ >= 900
-    /** @brief The copy engine writes where the block's threads have just read: order those reads first. */
-    static __device__ __forceinline__ void fence_async_after_reads()
-    {
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    }
-#endif
 };
 
 /**
@@ -1406,7 +1399,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (i + 1 < P) barrier.arrive();
         if (from_ring && threadIdx.x == RING_PRODUCER) { /* the phase's weights were read (finish_phase's
                                                           * __syncthreads): its bytes go back */
-            ring.give_back((unsigned)(share.outs * share.chunks));
+            ring.give_back();
         }
     }
     /* the LM head's argmax: the block's best per row, then one atomic per row */
@@ -1429,14 +1422,26 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem)
     return most;
 }
 
+/** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
+ *         the runtime once per instantiation, not on every step. */
+template <typename T, int ROWS>
+static size_t ring_static_smem()
+{
+    static size_t bytes = 0;
+    if (!bytes) {
+        cudaFuncAttributes attr;
+        WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true>));
+        bytes = attr.sharedSizeBytes;
+    }
+    return bytes;
+}
+
 /** @brief v7/v8: the kernel's static shared memory plus the dynamic part with the smallest ring that works. */
 template <typename T, int ROWS>
 static size_t ring_step_smem(int C, int L, int max_pages, int blocks)
 {
-    cudaFuncAttributes attr;
-    WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true>));
     return step_ring_offset(sizeof(T), ROWS, C, L, max_pages, blocks) +
-           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + attr.sharedSizeBytes;
+           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + ring_static_smem<T, ROWS>();
 }
 
 size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring)
@@ -1467,16 +1472,11 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
 {
     auto kernel = decode_step_persistent<T, ROWS, RING>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
-    static int per_sm = 0, static_smem = -1;
+    static int per_sm = 0;
     decode_step_args args = *a;
     if (RING) {
-        if (static_smem < 0) {
-            cudaFuncAttributes attr;
-            WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-            static_smem = (int)attr.sharedSizeBytes;
-        }
         size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks);
-        size_t limit = wb_current_smem_per_block(), used = offset + (size_t)static_smem;
+        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T)))
             return "persistent decode step with the weight ring: one block's share of a linear does not fit in the "
