@@ -886,6 +886,23 @@ static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetch
     __syncthreads();
 }
 
+/** @brief One 16-byte chunk of an output's weights (chunk c of its K) times the ROWS staged rows, added to acc:
+ *         the inner step of run_phase (weights from a register slot) and run_phase_ring (from the ring). */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void multiply_chunk(uint4 w16, const T *rows, int K, int c, float (&acc)[ROWS])
+{
+    constexpr int VEC = Vec16<T>::N;
+    float w[VEC];
+    unpack16(w16, w, T());
+#pragma unroll
+    for (int m = 0; m < ROWS; ++m) {
+        float x[VEC];
+        unpack16(*reinterpret_cast<const uint4 *>(rows + m * K + c * VEC), x, T());
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) acc[m] = fmaf(w[v], x[v], acc[m]);
+    }
+}
+
 /**
  * @brief Run a linear phase after its barrier (the input rows staged): each
  *        warp consumes its slots in order and refills each with the load
@@ -900,7 +917,6 @@ static __device__ __forceinline__ void run_phase(const LinearShare &p, uint4 (&s
                                                  const T *rows, int K, float *partial, bool direct,
                                                  unsigned long long &best, const decode_step_args &a)
 {
-    constexpr int VEC = Vec16<T>::N;
     const int lane = threadIdx.x % 32;
     StepCursor use;
     use.start(p, threadIdx.x / 32);
@@ -912,17 +928,7 @@ static __device__ __forceinline__ void run_phase(const LinearShare &p, uint4 (&s
         for (int r = 0; r < STEP_SLOTS; ++r) {
             if (use.u >= p.units) break;
             int c = use.chunk(p, lane);
-            if (c < p.chunks) {
-                float w[VEC];
-                unpack16(slot[r], w, T());
-#pragma unroll
-                for (int m = 0; m < ROWS; ++m) {
-                    float x[VEC];
-                    unpack16(*reinterpret_cast<const uint4 *>(rows + m * K + c * VEC), x, T());
-#pragma unroll
-                    for (int v = 0; v < VEC; ++v) acc[m] = fmaf(w[v], x[v], acc[m]);
-                }
-            }
+            if (c < p.chunks) multiply_chunk<T, ROWS>(slot[r], rows, K, c, acc);
             slot[r] = ahead.fetch(p, lane); /* the slot is free: the load STEP_SLOTS steps on */
             ahead.advance(p);
             if (use.last_round()) { /* the unit is done: its dot products, one per row */
@@ -1250,15 +1256,12 @@ struct WeightRing {
  * @brief v7/v8's dot products of a linear phase: v5's units and slices, with
  *        each weight chunk read from the ring (shared memory) instead of from
  *        a register slot. The warps' finished dot products go to `partial`
- *        for finish_phase, as in run_phase. (The multiply of one chunk
- *        repeats run_phase's: lifted into a shared helper it compiled to
- *        different code for v5/v6, which was not measured.)
+ *        for finish_phase, as in run_phase.
  */
 template <typename T, int ROWS>
 static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, const WeightRing &ring, int j,
                                                       const T *rows, int K, float *partial)
 {
-    constexpr int VEC = Vec16<T>::N;
     const int lane = threadIdx.x % 32;
     const unsigned from = ring.start[j % RING_LINEARS];
     for (int u = threadIdx.x / 32; u < p.units; u += STEP_WARPS) {
@@ -1268,17 +1271,8 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
 #pragma unroll
         for (int m = 0; m < ROWS; ++m) acc[m] = 0.0f;
 #pragma unroll 4
-        for (int c = s * 32 + lane; c < p.chunks; c += 32 << p.log2S) {
-            float w[VEC];
-            unpack16(ring.at(from, first + c), w, T());
-#pragma unroll
-            for (int m = 0; m < ROWS; ++m) {
-                float x[VEC];
-                unpack16(*reinterpret_cast<const uint4 *>(rows + m * K + c * VEC), x, T());
-#pragma unroll
-                for (int v = 0; v < VEC; ++v) acc[m] = fmaf(w[v], x[v], acc[m]);
-            }
-        }
+        for (int c = s * 32 + lane; c < p.chunks; c += 32 << p.log2S)
+            multiply_chunk<T, ROWS>(ring.at(from, first + c), rows, K, c, acc);
         float mine = 0.0f;
 #pragma unroll
         for (int m = 0; m < ROWS; ++m) {
