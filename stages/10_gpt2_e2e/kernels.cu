@@ -18,6 +18,7 @@
 #include "fast_math.cuh" /* LOG2E: attention's exponentials in base 2 */
 #include "gpu_clock.cuh" /* wb_global_ns: the step's trace */
 #include "03_gemm/hopper_ptx.cuh" /* mbarriers and the copy engine's bulk copy: v7/v8's weight ring (sm_90) */
+#include "03_gemm/mma_ptx.cuh"    /* mma_16x8x16_top: v9's dot products on tensor cores */
 #include "gpt2.h" /* GPT2_LN_EPS */
 #include "argmax_key.h"
 #include "kernels.h"
@@ -605,36 +606,39 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
  * @brief Most units (outputs × slices) of one block's share of a linear that
  *        go through shared memory: at most ⌈4C / blocks⌉ outputs (fc, the
  *        widest), or, when outputs are split into slices, at most one unit per
- *        warp. The kernel lays out its shared memory with it, the host sizes it.
+ *        warp. With tensor cores (v9) every output is split over all the
+ *        warps. The kernel lays out its shared memory with it, the host sizes
+ *        it.
  */
-static __host__ __device__ __forceinline__ int step_max_units(int C, int blocks)
+static __host__ __device__ __forceinline__ int step_max_units(int C, int blocks, bool mma)
 {
     int most_outputs = 4 * C / blocks + 1;
+    if (mma) return most_outputs * STEP_WARPS;
     return most_outputs > STEP_WARPS ? most_outputs : STEP_WARPS;
 }
 
 /** @brief Dynamic shared memory of one block: the layer table, ROWS rows of 4C, the partial sums, the block tables
  *         (v7/v8's ring follows, from the next 16-byte boundary: step_ring_offset). */
 static __host__ __device__ __forceinline__ size_t step_smem_bytes(size_t elem, int rows, int C, int L, int max_pages,
-                                                                  int blocks)
+                                                                  int blocks, bool mma)
 {
     return (size_t)L * sizeof(decode_layer_weights) + (size_t)rows * 4 * C * elem +
-           (size_t)step_max_units(C, blocks) * rows * 4 +
+           (size_t)step_max_units(C, blocks, mma) * rows * 4 +
            (size_t)rows * max_pages * 4;
 }
 
 /** @brief Where v7/v8's plan of the ring (a RingPlan per linear) begins in the dynamic shared memory. */
 static __host__ __device__ __forceinline__ size_t step_plan_offset(size_t elem, int rows, int C, int L, int max_pages,
-                                                                   int blocks)
+                                                                   int blocks, bool mma)
 {
-    return (step_smem_bytes(elem, rows, C, L, max_pages, blocks) + 15) & ~(size_t)15;
+    return (step_smem_bytes(elem, rows, C, L, max_pages, blocks, mma) + 15) & ~(size_t)15;
 }
 
 /** @brief Where v7/v8's weight ring begins in the dynamic shared memory: 16-byte aligned, for the bulk copies. */
 static __host__ __device__ __forceinline__ size_t step_ring_offset(size_t elem, int rows, int C, int L, int max_pages,
-                                                                   int blocks)
+                                                                   int blocks, bool mma)
 {
-    return step_plan_offset(elem, rows, C, L, max_pages, blocks) + (size_t)4 * L * 16; /* sizeof(RingPlan) is 16 */
+    return step_plan_offset(elem, rows, C, L, max_pages, blocks, mma) + (size_t)4 * L * 16; /* sizeof(RingPlan): 16 */
 }
 
 /**
@@ -1283,6 +1287,206 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* v9: the dot products on tensor cores                                      */
+/* ------------------------------------------------------------------------ */
+/*
+ * At batch 8, v8's step is bound by instructions, not bytes (Nsight Compute
+ * on the H100: 154.6 M warp instructions a step, 0.29 issued per cycle per
+ * scheduler). run_phase_ring multiplies a 16-byte chunk of 8 fp16 weights
+ * by 8 rows with 8 shared loads of the rows, their fp16→fp32 conversions and
+ * 64 FFMA. One mma.sync.m16n8k16 does 16 × 8 × 16 multiply-adds.
+ *
+ * The tile. A (16 × 16) is the staged rows, the sequences as its rows 0–7;
+ * rows 8–15 would be zero and are not computed (mma_16x8x16_top, as stage
+ * 09's v7 does for its query heads). B (16 × 8, "col": each column's k
+ * contiguous) is 8 outputs' weights, which is how W ([N][K]) lies in the
+ * ring: no transposition. The result is 8 rows × 8 outputs. A block's share
+ * of a linear (6 to 24 outputs at C = 768) is 1 to 3 such tiles, and the 8
+ * warps split K between them: warp w takes the 64-wide segments w, w + 8, …
+ * and leaves its part of every (output, row) in shared memory for
+ * finish_phase, which adds the 8 parts as it adds slices.
+ *
+ * The banks. Lane (g, t) of a fragment reads row g: sequence g of the rows,
+ * output g of the tile. Both are rows of 1.5 or 6 KB, a multiple of 128
+ * bytes, so the same k of the 8 rows lies on the same 4 banks. Each lane
+ * reads 16 contiguous bytes, k 8t … 8t + 7 of one 32-wide half of the
+ * segment (4 lanes: 64 bytes of a row), and the odd rows read the second
+ * half first: each 16-byte load then covers all 32 banks, 4 rows on each,
+ * the least that 512 bytes can take. The order of k inside a dot product is
+ * free as long as both operands use the same one, so lane t's 16 bytes are
+ * mma's k {2t, 2t + 1} and {2t + 8, 2t + 9} of two consecutive mma.
+ */
+
+/** @brief Output tiles (8 outputs each, mma's n) a warp accumulates at once: 32 outputs, 8 registers per lane. */
+#define MMA_TILES 4
+/** @brief 16-byte chunks in one 64-wide segment of K (fp16): two halves of 4 lanes × 16 bytes. */
+#define MMA_SEGMENT_CHUNKS 8
+
+/** @brief The segment's two halves for this lane, read in the order that spreads the 8 rows over the banks (odd rows:
+ *         the second half first), handed back in k order. chunk(half) loads this lane's 16 bytes of that half. */
+template <typename Chunk>
+static __device__ __forceinline__ void load_halves(uint4 (&half)[2], bool odd, Chunk chunk)
+{
+    uint4 first = chunk(odd ? 1 : 0), second = chunk(odd ? 0 : 1);
+    half[0] = odd ? second : first;
+    half[1] = odd ? first : second;
+}
+
+/** @brief The four mma of one segment: the rows' halves x (A) against the outputs' halves w (B), half h added to
+ *         acc[h] (row g, outputs 2t and 2t + 1): two chains of dependent mma, not one, for the latency. Lane t's 16
+ *         bytes of a half are k {2t, 2t + 1, 2t + 8, 2t + 9} of two mma. */
+static __device__ __forceinline__ void mma_segment(float (&acc)[2][2], const uint4 (&x)[2], const uint4 (&w)[2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        mma_16x8x16_top(acc[h], x[h].x, x[h].y, w[h].x, w[h].y);
+        mma_16x8x16_top(acc[h], x[h].z, x[h].w, w[h].z, w[h].w);
+    }
+}
+
+/**
+ * @brief v9's dot products of a linear phase (fp16): the block's outputs in
+ *        tiles of 8, K split over the warps in 64-wide segments, each warp's
+ *        part of every (output, row) to `partial` as slice `warp` (the share
+ *        says S = STEP_WARPS), for finish_phase.
+ */
+template <int ROWS>
+static __device__ __forceinline__ void run_phase_ring_mma(const LinearShare &p, const WeightRing &ring, int j,
+                                                          const __half *rows, int K, float *partial)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const bool odd = g & 1;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const unsigned from = ring.start[j % RING_LINEARS];
+    const int segments = p.chunks / MMA_SEGMENT_CHUNKS;
+    for (int tile0 = 0; tile0 * 8 < p.outs; tile0 += MMA_TILES) {
+        float acc[MMA_TILES][2][2] = {}; /* [tile][half][output 2t + e] */
+#pragma unroll 2
+        for (int seg = warp; seg < segments; seg += STEP_WARPS) {
+            const int c = seg * MMA_SEGMENT_CHUNKS + t; /* this lane's chunk of the first half; the second is c + 4 */
+            uint4 x[2];
+            load_halves(x, odd, [&](int h) { /* sequence g's row (zero past the staged rows) */
+                return g < ROWS ? *reinterpret_cast<const uint4 *>(rows + (long long)g * K + (c + 4 * h) * 8) : zero;
+            });
+#pragma unroll
+            for (int i = 0; i < MMA_TILES; ++i) {
+                const int o = (tile0 + i) * 8 + g; /* the tile's output g */
+                if ((tile0 + i) * 8 >= p.outs) break;
+                uint4 w[2];
+                load_halves(w, odd, [&](int h) {
+                    return o < p.outs ? ring.at(from, (unsigned)(o * p.chunks + c + 4 * h)) : zero;
+                });
+                mma_segment(acc[i], x, w);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MMA_TILES; ++i) /* lane (g, t) holds row g's outputs 2t and 2t + 1 of each tile */
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int o = (tile0 + i) * 8 + 2 * t + e;
+                if (g < ROWS && o < p.outs) partial[(o * STEP_WARPS + warp) * ROWS + g] = acc[i][0][e] + acc[i][1][e];
+            }
+    }
+}
+
+/**
+ * @brief v9's LM head (fp16): its weights stream from global memory, as v5's
+ *        do, but straight into fragments. Each warp takes the block's tiles
+ *        of 8 outputs in turn (warp, warp + 8, …) and runs each tile's whole
+ *        K, so no partial sums leave the warp. Its work is a list of (tile,
+ *        segment) units, and the slots hold the next STEP_SLOTS / 2 units'
+ *        weights: two 16-byte loads each, lane (g, t) reading output g's
+ *        chunks t and t + 4 of the segment. The first are issued before the
+ *        barrier (head_mma_fetch), and each is refilled as it is used.
+ *
+ *        A HeadCursor walks the units: one add per unit, and a jump at a
+ *        tile's end. Computing (tile, segment) from a unit number instead,
+ *        with a division, cost about 150 instructions a unit, and the head
+ *        took 54 µs at batch 1 (the H100) against v8's 33.
+ */
+struct HeadCursor {
+    const uint4 *src; /**< this lane's first chunk of the unit: output tile·8 + g, chunk segment·8 + t */
+    int tile;         /**< the unit's tile */
+    int seg;          /**< its segment */
+    /** @brief The warp's first unit: tile `warp`, segment 0. */
+    __device__ __forceinline__ void start(const LinearShare &p)
+    {
+        const int lane = threadIdx.x % 32;
+        tile = threadIdx.x / 32, seg = 0;
+        src = p.w + (long long)(tile * 8 + lane / 4) * p.chunks + lane % 4;
+    }
+    /** @brief The next unit: the next segment, or the warp's next tile (8 tiles on, 64 outputs). */
+    __device__ __forceinline__ void advance(const LinearShare &p)
+    {
+        src += MMA_SEGMENT_CHUNKS;
+        if (++seg * MMA_SEGMENT_CHUNKS == p.chunks) seg = 0, tile += STEP_WARPS, src += (8 * STEP_WARPS - 1) * (long long)p.chunks;
+    }
+    /** @brief This lane's two loads of the unit (zeros past the share's outputs: no memory access). */
+    __device__ __forceinline__ void fetch(const LinearShare &p, uint4 &w0, uint4 &w1) const
+    {
+        w0 = w1 = make_uint4(0, 0, 0, 0);
+        if (tile * 8 + (int)(threadIdx.x % 32) / 4 < p.outs) w0 = __ldg(src), w1 = __ldg(src + 4);
+    }
+};
+
+/** @brief Before the LM head's barrier: the first STEP_SLOTS / 2 units' weights into the slots; `ahead` then points
+ *         past them. */
+static __device__ __forceinline__ void head_mma_fetch(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], HeadCursor &ahead)
+{
+    ahead.start(p);
+#pragma unroll
+    for (int r = 0; r < STEP_SLOTS / 2; ++r) {
+        ahead.fetch(p, slot[2 * r], slot[2 * r + 1]);
+        ahead.advance(p);
+    }
+}
+
+/** @brief v9's LM head after its barrier: each unit's four mma, then its slots refilled STEP_SLOTS / 2 units on; at a
+ *         tile's last segment, row g's logits of outputs 2t and 2t + 1 written and its best key kept (as run_phase). */
+template <int ROWS>
+static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], HeadCursor &ahead,
+                                                    const __half *rows, int K, unsigned long long &best,
+                                                    const decode_step_args &a)
+{
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const bool odd = g & 1;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const __half *row = rows + (long long)g * K + t * 8; /* sequence g's row, this lane's first chunk */
+    const int tiles = (p.outs + 7) / 8;
+    HeadCursor use;
+    use.start(p);
+    float acc[2][2] = {}; /* [half][output 2t + e] */
+    while (use.tile < tiles) {
+#pragma unroll
+        for (int r = 0; r < STEP_SLOTS / 2; ++r) {
+            if (use.tile >= tiles) break;
+            uint4 x[2];
+            load_halves(x, odd, [&](int h) {
+                return g < ROWS ? *reinterpret_cast<const uint4 *>(row + use.seg * 64 + h * 32) : zero;
+            });
+            const uint4 w[2] = {slot[2 * r], slot[2 * r + 1]};
+            mma_segment(acc, x, w);
+            ahead.fetch(p, slot[2 * r], slot[2 * r + 1]); /* the slots are free: the unit STEP_SLOTS / 2 on */
+            ahead.advance(p);
+            if ((use.seg + 1) * MMA_SEGMENT_CHUNKS == p.chunks) { /* the tile is done: row g's outputs 2t, 2t + 1 */
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int o = use.tile * 8 + 2 * t + e, n = p.n0 + o;
+                    const float logit = acc[0][e] + acc[1][e];
+                    if (g < a.M && o < p.outs) {
+                        store((__half *)a.logits, (long long)g * a.ldy + n, logit);
+                        unsigned long long key = gpt2_argmax_key(logit, n);
+                        best = key > best ? key : best;
+                    }
+                    acc[0][e] = acc[1][e] = 0.0f;
+                }
+            }
+            use.advance(p);
+        }
+    }
+}
+
 /**
  * @brief v5: one decode step, one kernel. The step is a list of 5·L + 1
  *        phases, and every block walks it: for each phase it requests what
@@ -1298,8 +1502,9 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
  *        v7/v8 (RING): the same kernel, but the linears' weights come from
  *        the block's WeightRing in shared memory (the LM head's still stream
  *        through registers: its share, 585 KB, is larger than the ring).
+ *        v9 (MMA, fp16): and their dot products run on tensor cores.
  */
-template <typename T, int ROWS, bool RING>
+template <typename T, int ROWS, bool RING, bool MMA>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1307,11 +1512,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
     T *rows = reinterpret_cast<T *>(layers + L);                                   /* [ROWS][4C] */
     float *partial = reinterpret_cast<float *>(rows + (long long)ROWS * 4 * C);   /* [units][ROWS] */
-    int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x) * ROWS); /* [M][max_pages] */
+    int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x, MMA) * ROWS); /* [M][max_pages] */
     __shared__ uint64_t ring_bars[RING_LINEARS];
     __shared__ unsigned ring_start[RING_LINEARS];
-    RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x));
-    WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x)),
+    RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA));
+    WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA)),
                        a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0}; /* v7/v8 (RING) only */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
@@ -1319,6 +1524,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     barrier.mark(0);
     uint4 slot[STEP_SLOTS];
     StepCursor ahead;
+    HeadCursor head_ahead; /* v9's LM head */
     Prefetched pre;
     unsigned long long best = 0;
 
@@ -1353,8 +1559,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (!attention) { /* before the barrier: everything that does not depend on the phase before */
             d = describe_phase(a, layers, i);
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX);
+            if (MMA && from_ring) share.S = STEP_WARPS, share.units = share.outs * STEP_WARPS; /* every warp a slice */
+            const bool head_mma = MMA && i == 5 * L; /* v9's LM head: its own order of loads */
             issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, d.ln_w, d.ln_b, d.K,
-                                 !from_ring);
+                                 !from_ring && !head_mma);
+            if (head_mma) head_mma_fetch(share, slot, head_ahead);
         }
         if (i > 0) barrier.wait();
         if (attention) {
@@ -1382,7 +1591,12 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (from_ring) {
                 if (threadIdx.x == RING_PRODUCER) ring.request(); /* see RING_PRODUCER: when to request */
                 ring.wait(d.linear);
-                run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+                if constexpr (MMA)
+                    run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
+                else
+                    run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+            } else if constexpr (MMA) {
+                run_head_mma<ROWS>(share, slot, head_ahead, rows, d.K, best, a);
             } else {
                 run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
             }
@@ -1396,8 +1610,10 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             ring.give_back();
         }
     }
-    /* the LM head's argmax: the block's best per row, then one atomic per row */
-    if (threadIdx.x % 32 < M) atomicMax(&block_best[threadIdx.x % 32], best);
+    /* the LM head's argmax: the block's best per row (lane m holds row m's; with tensor cores, lanes 4m … 4m + 3),
+     * then one atomic per row */
+    const int best_row = MMA ? threadIdx.x % 32 / 4 : threadIdx.x % 32;
+    if (best_row < M) atomicMax(&block_best[best_row], best);
     __syncthreads();
     if (threadIdx.x < M) atomicMax(a.best + threadIdx.x, block_best[threadIdx.x]);
     barrier.mark(1);
@@ -1418,42 +1634,45 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem)
 
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
-template <typename T, int ROWS>
+template <typename T, int ROWS, bool MMA>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
     if (!bytes) {
         cudaFuncAttributes attr;
-        WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true>));
+        WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
 }
 
 /** @brief v7/v8: the kernel's static shared memory plus the dynamic part with the smallest ring that works. */
-template <typename T, int ROWS>
+template <typename T, int ROWS, bool MMA>
 static size_t ring_step_smem(int C, int L, int max_pages, int blocks)
 {
-    return step_ring_offset(sizeof(T), ROWS, C, L, max_pages, blocks) +
-           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + ring_static_smem<T, ROWS>();
+    return step_ring_offset(sizeof(T), ROWS, C, L, max_pages, blocks, MMA) +
+           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + ring_static_smem<T, ROWS, MMA>();
 }
 
-size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring)
+size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring, int tensor_cores)
 {
     int sms;
     wb_current_gpu(NULL, &sms);
     if (M < 1 || M > DECODE_MAX_ROWS || C < DECODE_STEP_HEAD_DIM || C % DECODE_STEP_HEAD_DIM || L < 1) return 0;
-    if (!weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, L, max_pages, sms);
-    auto for_rows = [&](auto t) -> size_t {
+    if (!weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, L, max_pages, sms, false);
+    if (tensor_cores && dtype != WB_F16) return 0; /* v9's mma takes fp16 */
+    auto for_rows = [&](auto t, auto mma) -> size_t {
         using T = decltype(t);
-        switch (rows_for(M)) {
-        case 1: return ring_step_smem<T, 1>(C, L, max_pages, sms);
-        case 2: return ring_step_smem<T, 2>(C, L, max_pages, sms);
-        case 4: return ring_step_smem<T, 4>(C, L, max_pages, sms);
-        default: return ring_step_smem<T, 8>(C, L, max_pages, sms);
+        constexpr bool MMA = decltype(mma)::value;
+        switch (rows_for(M)) { /* tensor cores from 4 rows: see gpt2_decode_step */
+        case 1: return ring_step_smem<T, 1, false>(C, L, max_pages, sms);
+        case 2: return ring_step_smem<T, 2, false>(C, L, max_pages, sms);
+        case 4: return ring_step_smem<T, 4, MMA>(C, L, max_pages, sms);
+        default: return ring_step_smem<T, 8, MMA>(C, L, max_pages, sms);
         }
     };
-    return dtype == WB_F16 ? for_rows(__half()) : for_rows(0.0f);
+    if (tensor_cores) return for_rows(__half(), std::true_type());
+    return dtype == WB_F16 ? for_rows(__half(), std::false_type()) : for_rows(0.0f, std::false_type());
 }
 
 /**
@@ -1461,17 +1680,19 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages,
  *        resident (the barrier's premise). With the ring (v7/v8), the ring
  *        takes all the shared memory that the rest of the block leaves.
  */
-template <typename T, int ROWS, bool RING>
+template <typename T, int ROWS, bool RING, bool MMA>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
-    auto kernel = decode_step_persistent<T, ROWS, RING>;
+    auto kernel = decode_step_persistent<T, ROWS, RING, MMA>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
     if (RING) {
-        size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks);
-        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS>();
+        size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, MMA);
+        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, MMA>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
+        if (MMA) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
+            args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
         if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T)))
             return "persistent decode step with the weight ring: one block's share of a linear does not fit in the "
                    "shared memory the rows leave (fewer sequences, or the step without the ring, do)";
@@ -1500,24 +1721,31 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (a->H < 1 || a->C != a->H * DECODE_STEP_HEAD_DIM) return "persistent decode step: needs heads of 64 (C = 64·H)";
     if (a->L < 1 || a->V < 1 || a->ldy < a->V || a->max_pages < 1 || a->block_size < 1)
         return "persistent decode step: needs L, V, max_pages, block_size >= 1 and ldy >= V";
-    size_t smem = gpt2_decode_step_smem(dtype, a->M, a->C, a->L, a->max_pages, 0);
+    size_t smem = gpt2_decode_step_smem(dtype, a->M, a->C, a->L, a->max_pages, 0, 0);
     if (smem > wb_current_smem_per_block())
         return "persistent decode step: the rows do not fit in one block's shared memory (fewer sequences do)";
     int cc, sms;
     wb_current_gpu(&cc, &sms);
     if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
+    if (a->tensor_cores && (!a->weight_ring || dtype != WB_F16))
+        return "persistent decode step on tensor cores: needs the weight ring and fp16";
     WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
-        auto launch = [&](auto ring) -> const char * {
-            constexpr bool RING = decltype(ring)::value;
+        auto launch = [&](auto ring, auto mma) -> const char * {
+            constexpr bool RING = decltype(ring)::value, MMA = decltype(mma)::value;
+            /* v9 takes tensor cores from 4 rows. With 1 row a tile uses 1 of its 8 rows, and the H100 measured v8's
+             * FFMA faster at batch 1: the LM head 33 µs against 43, the linears' dot products 0.5-1.2 µs against
+             * 0.9-1.7 (and finish_phase adds 8 parts of each output instead of 1 or 2). So 1 or 2 sequences run v8 */
             switch (rows_for(a->M)) {
-            case 1: return launch_step_rows<T, 1, RING>(a, smem, sms);
-            case 2: return launch_step_rows<T, 2, RING>(a, smem, sms);
-            case 4: return launch_step_rows<T, 4, RING>(a, smem, sms);
-            default: return launch_step_rows<T, 8, RING>(a, smem, sms);
+            case 1: return launch_step_rows<T, 1, RING, false>(a, smem, sms);
+            case 2: return launch_step_rows<T, 2, RING, false>(a, smem, sms);
+            case 4: return launch_step_rows<T, 4, RING, MMA>(a, smem, sms);
+            default: return launch_step_rows<T, 8, RING, MMA>(a, smem, sms);
             }
         };
-        return a->weight_ring ? launch(std::true_type()) : launch(std::false_type());
+        if constexpr (std::is_same<T, __half>::value) /* v9: fp16 only (checked above) */
+            if (a->tensor_cores) return launch(std::true_type(), std::true_type());
+        return a->weight_ring ? launch(std::true_type(), std::false_type()) : launch(std::false_type(), std::false_type());
     });
 }

@@ -186,6 +186,8 @@ typedef struct {
     int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
     int weight_ring;           /**< v7/v8 (sm_90): the copy engine brings each block's weights into a ring in its
                                     shared memory, phases ahead (l2_prefetch is then unused) */
+    int tensor_cores;          /**< v9 (fp16, with the ring): the linears' dot products run on tensor cores
+                                    (mma.sync m16n8k16) */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
@@ -196,8 +198,10 @@ typedef struct {
  *        when the kernel cannot take these sizes; compare with the GPU's limit.
  *        With the weight ring (v7/v8): static and dynamic together, with the
  *        smallest ring that holds one block's share of the widest linear.
+ *        With tensor cores as well (v9, fp16 only): the same, with a part of
+ *        every output per warp to add.
  */
-size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring);
+size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring, int tensor_cores);
 
 /** @brief Launch one persistent decode step (a memset and one cooperative kernel); NULL, or why not. */
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);

@@ -25,8 +25,9 @@
 
 /** The paths: v1 fp32 storage, v2 fp16 storage (tensor cores, sm_80); v3 and v4 are v1 and v2 with the fused
  *  decode step (prefill unchanged); v5 and v6 run that step as one persistent kernel; v7 and v8 bring that
- *  kernel's weights by the copy engine into shared memory (sm_90). */
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", NULL};
+ *  kernel's weights by the copy engine into shared memory (sm_90); v9 is v8 with the linears' dot products on
+ *  tensor cores (fp16 only: in fp32 they would be TF32, a different precision). */
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -34,14 +35,16 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v3's step as one persistent kernel (grid barriers, weights issued early)",
                                            "v4's step as one persistent kernel",
                                            "v5 + weights by the copy engine into shared memory, phases ahead (sm_90)",
-                                           "v6 + weights by the copy engine (sm_90)"};
-enum { N_VARIANTS = 8 };
+                                           "v6 + weights by the copy engine (sm_90)",
+                                           "v8 + the linears' dot products on tensor cores (mma.sync, sm_90)"};
+enum { N_VARIANTS = 9 };
 
-/** @brief Storage of variant v: odd variants are fp16. */
-static wb_dtype variant_dtype(int v) { return v % 2 ? WB_F16 : WB_F32; }
+/** @brief Storage of variant v (0-based): v1..v8 alternate fp32 and fp16; v9 (8) is fp16. */
+static wb_dtype variant_dtype(int v) { return v % 2 || v == 8 ? WB_F16 : WB_F32; }
 /** @brief Variant v's decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4), 2 the persistent
- *  step (v5, v6), 3 with the weight ring (v7, v8). Non-zero: its prefill is v1's or v2's. */
-static int variant_decode_path(int v) { return v >= 6 ? 3 : v >= 4 ? 2 : v >= 2 ? 1 : 0; }
+ *  step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9). Non-zero: its prefill is v1's or
+ *  v2's. */
+static int variant_decode_path(int v) { return v == 8 ? 4 : v >= 6 ? 3 : v >= 4 ? 2 : v >= 2 ? 1 : 0; }
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
@@ -102,15 +105,20 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
         printf("  skipped: %s\n", why);
         return 0;
     }
-    enum { N_PROMPTS = 3, STEPS = 6 };
-    int lens[N_PROMPTS] = {full_size ? 8 : 1, full_size ? 5 : 17, full_size ? 3 : c->max_T / 2}, seqs[N_PROMPTS] = {0, 1, 2};
-    int total = lens[0] + lens[1] + lens[2];
+    /* 8 sequences, the most a fused or persistent step takes: every row of its tiles holds a sequence */
+    enum { N_PROMPTS = 8, STEPS = 6 };
+    static const int full_lens[N_PROMPTS] = {8, 5, 3, 2, 1, 4, 6, 7}, tiny_lens[N_PROMPTS] = {1, 17, 0, 3, 9, 30, 2, 5};
+    int lens[N_PROMPTS], seqs[N_PROMPTS], total = 0;
+    for (int i = 0; i < N_PROMPTS; ++i) {
+        lens[i] = full_size ? full_lens[i] : i == 2 ? c->max_T / 2 : tiny_lens[i]; /* one long prompt: many pages */
+        seqs[i] = i, total += lens[i];
+    }
     int *tokens = malloc((size_t)(total + N_PROMPTS * STEPS) * sizeof(int));
     wb_rng r;
     wb_rng_seed(&r, 77);
     for (int i = 0; i < total; ++i) tokens[i] = wb_rng_int(&r, 0, V - 1);
     float *gpu = malloc((size_t)total * V * 4), *ref = malloc((size_t)c->max_T * V * 4);
-    int next[N_PROMPTS], next_alone[N_PROMPTS];
+    int next[N_PROMPTS];
     char what[128];
 
     /* (1) prefill of three prompts together: every position against the reference's full forward */
@@ -130,6 +138,7 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
     /* (2) decode: the three sequences together, against the reference's cached step; greedy tokens (fp32) */
     ref_gpt2_cache caches[N_PROMPTS];
     float *step_ref = malloc((size_t)V * 4), *step_gpu = malloc((size_t)N_PROMPTS * V * 4);
+    float *batch_logits = malloc((size_t)STEPS * N_PROMPTS * V * 4); /* [step][sequence][V], for (4) */
     int cur[N_PROMPTS], generated[N_PROMPTS][STEPS], greedy_same = 1, greedy_compared = 0;
     for (int i = 0, off = 0; i < N_PROMPTS; off += lens[i++]) {
         ref_gpt2_cache_init(&caches[i], c);
@@ -146,6 +155,7 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
             failed++;
             goto done;
         }
+        memcpy(batch_logits + (size_t)s * N_PROMPTS * V, step_gpu, (size_t)N_PROMPTS * V * 4);
         for (int i = 0; i < N_PROMPTS; ++i) {
             ref_gpt2_step(c, &m->w, &caches[i], cur[i], step_ref);
             wb_compare_result cr = wb_compare_f32(step_gpu + (size_t)i * V, step_ref, (size_t)V, tol, "decode logits", 3);
@@ -164,7 +174,7 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
             cur[i] = nxt[i];
         }
     }
-    printf("  %-58s worst %.2f of tol %s\n", "decode logits through the paged cache, 3 sequences x 6", worst_frac,
+    printf("  %-58s worst %.2f of tol %s\n", "decode logits through the paged cache, 8 sequences x 6", worst_frac,
            decode_ok ? "ok" : "FAIL");
     failed += !decode_ok, ++*checks;
     if (dtype == WB_F32) {
@@ -196,26 +206,37 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
         free(all), free(recomputed);
     }
 
-    /* (4) the batch equals each sequence alone: same prompts, decoded one at a time */
+    /* (4) the batch equals smaller batches of the same sequences, fed the tokens the batch generated: each
+     * sequence alone (1 row of the step), then the first three together (4 rows). Logits, not tokens: v9 runs
+     * its dot products on tensor cores from 4 rows and v8's FFMA below, so its sums differ in order */
     {
+        double worst = 0;
         int same = 1;
-        for (int i = 0, off = 0; i < N_PROMPTS; off += lens[i++]) {
-            int seq = 6, tok, nx;
-            why = engine_prefill(&e, 1, &seq, tokens + off, &lens[i], &next_alone[i], NULL);
-            tok = next_alone[i];
+        for (int group = 0; group <= N_PROMPTS && same; ++group) {
+            int first = group < N_PROMPTS ? group : 0, n = group < N_PROMPTS ? 1 : 3, off = 0, gseqs[3], tok[3], nx[3];
+            for (int i = 0; i < first; ++i) off += lens[i];
+            for (int j = 0; j < n; ++j) gseqs[j] = first + j;
+            why = engine_prefill(&e, n, gseqs, tokens + off, &lens[first], nx, NULL);
             for (int s = 0; !why && s < STEPS; ++s) {
-                same &= tok == generated[i][s];
-                why = engine_decode(&e, 1, &seq, &tok, &nx, NULL);
-                tok = nx;
+                for (int j = 0; j < n; ++j) tok[j] = generated[first + j][s];
+                why = engine_decode(&e, n, gseqs, tok, nx, step_gpu);
+                for (int j = 0; !why && j < n; ++j) {
+                    wb_compare_result cr = wb_compare_f32(step_gpu + (size_t)j * V,
+                                                          batch_logits + ((size_t)s * N_PROMPTS + first + j) * V,
+                                                          (size_t)V, tol, "batch vs smaller batch", 3);
+                    same &= cr.ok;
+                    worst = fmax(worst, cr.worst_frac);
+                }
             }
-            engine_release(&e, seq);
-            if (why) break;
+            for (int j = 0; j < n; ++j) engine_release(&e, gseqs[j]);
+            if (why) printf("  smaller batch: %s\n", why), same = 0;
         }
-        printf("  %-58s %s\n", "batched decode equals each sequence alone (tokens)", !why && same ? "ok" : "FAIL");
-        failed += why || !same, ++*checks;
+        printf("  %-58s worst %.2f of tol %s\n", "batch of 8 equals each alone and 3 together (logits)", worst,
+               same ? "ok" : "FAIL");
+        failed += !same, ++*checks;
     }
     for (int i = 0; i < N_PROMPTS; ++i) ref_gpt2_cache_free(&caches[i]);
-    free(step_ref), free(step_gpu);
+    free(step_ref), free(step_gpu), free(batch_logits);
 done:
     free(tokens), free(gpu), free(ref);
     engine_free(&e);
