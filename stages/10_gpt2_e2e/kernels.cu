@@ -843,39 +843,70 @@ static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
  *        block-wide reduction of two sums, then every thread its columns
  *        with the prefetched gain and shift; rounded to T as v1's LayerNorm
  *        kernel rounds its output.
+ *
+ *        WARP_ROWS (v9): the statistics a warp per row instead. Warp m reads
+ *        row m in 16-byte chunks and reduces its two sums with one butterfly:
+ *        no shared partial sums, no __syncthreads between them. At 8 rows the
+ *        block-wide way costs 16 butterflies per warp and 24 two-byte shared
+ *        loads per thread.
  */
-template <typename T, int ROWS>
+template <typename T, int ROWS, bool WARP_ROWS = false>
 static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetched &pre, const float *ln_w,
                                            const float *ln_b)
 {
     __shared__ float partial_sums[STEP_WARPS][ROWS], partial_squares[STEP_WARPS][ROWS], mean[ROWS], rstd[ROWS];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    /* Both statistics of every row in one reduction, all warps sharing each row: each thread sums d = x − x₀ and
-     * d² over its columns (rows past M are zero), the butterfly per warp, the warps' sums added by thread m. The
-     * shift x₀ (the row's first value) keeps var = E[d²] − E[d]² from being a difference of two large numbers when
-     * the mean is far from zero. Stage 05's two passes (the mean, then the squared deviations) cost one more
-     * reduction and its two __syncthreads on the step's critical path: 0.3 µs a LayerNorm on the H100 */
-    float s1[ROWS], s2[ROWS], x0[ROWS];
+    /* Both statistics of a row from the shifted values d = x − x₀ (x₀ the row's first value), so that
+     * var = E[d²] − E[d]² is never a difference of two large numbers when the mean is far from zero */
+    if constexpr (WARP_ROWS) {
+        constexpr int VEC = Vec16<T>::N;
+        for (int m = warp; m < ROWS; m += STEP_WARPS) { /* rows past M are zero: harmless statistics, never used */
+            const T *row = rows + (long long)m * K;
+            const float x0 = load(row, 0);
+            float s1 = 0.0f, s2 = 0.0f;
+            for (int c = lane; c < K / VEC; c += 32) {
+                float v[VEC];
+                unpack16(*reinterpret_cast<const uint4 *>(row + c * VEC), v, T());
 #pragma unroll
-    for (int m = 0; m < ROWS; ++m) s1[m] = s2[m] = 0.0f, x0[m] = load(rows, (long long)m * K);
-    for (int k = threadIdx.x; k < K; k += STEP_THREADS)
+                for (int i = 0; i < VEC; ++i) {
+                    float d = v[i] - x0;
+                    s1 += d, s2 = fmaf(d, d, s2);
+                }
+            }
+            s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
+            if (lane == 0) {
+                float mean_d = s1 / K;
+                mean[m] = x0 + mean_d;
+                rstd[m] = rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+            }
+        }
+    } else {
+        /* All warps share each row: each thread sums d and d² over its columns (rows past M are zero), the
+         * butterfly per warp, the warps' sums added by thread m. Stage 05's two passes (the mean, then the squared
+         * deviations) cost one more reduction and its two __syncthreads on the step's critical path: 0.3 µs a
+         * LayerNorm on the H100 */
+        float s1[ROWS], s2[ROWS], x0[ROWS];
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) s1[m] = s2[m] = 0.0f, x0[m] = load(rows, (long long)m * K);
+        for (int k = threadIdx.x; k < K; k += STEP_THREADS)
+#pragma unroll
+            for (int m = 0; m < ROWS; ++m) {
+                float d = load(rows, (long long)m * K + k) - x0[m];
+                s1[m] += d, s2[m] = fmaf(d, d, s2[m]);
+            }
 #pragma unroll
         for (int m = 0; m < ROWS; ++m) {
-            float d = load(rows, (long long)m * K + k) - x0[m];
-            s1[m] += d, s2[m] = fmaf(d, d, s2[m]);
+            float t1 = warp_allreduce<SumOp>(s1[m]), t2 = warp_allreduce<SumOp>(s2[m]);
+            if (lane == 0) partial_sums[warp][m] = t1, partial_squares[warp][m] = t2;
         }
-#pragma unroll
-    for (int m = 0; m < ROWS; ++m) {
-        float t1 = warp_allreduce<SumOp>(s1[m]), t2 = warp_allreduce<SumOp>(s2[m]);
-        if (lane == 0) partial_sums[warp][m] = t1, partial_squares[warp][m] = t2;
-    }
-    __syncthreads();
-    if (threadIdx.x < ROWS) {
-        float t1 = 0.0f, t2 = 0.0f;
-        for (int w = 0; w < STEP_WARPS; ++w) t1 += partial_sums[w][threadIdx.x], t2 += partial_squares[w][threadIdx.x];
-        float mean_d = t1 / K;
-        mean[threadIdx.x] = load(rows, (long long)threadIdx.x * K) + mean_d;
-        rstd[threadIdx.x] = rsqrtf(fmaxf(t2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+        __syncthreads();
+        if (threadIdx.x < ROWS) {
+            float t1 = 0.0f, t2 = 0.0f;
+            for (int w = 0; w < STEP_WARPS; ++w) t1 += partial_sums[w][threadIdx.x], t2 += partial_squares[w][threadIdx.x];
+            float mean_d = t1 / K;
+            mean[threadIdx.x] = load(rows, (long long)threadIdx.x * K) + mean_d;
+            rstd[threadIdx.x] = rsqrtf(fmaxf(t2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+        }
     }
     __syncthreads();
     auto normalise = [&](int k, float g, float b) {
@@ -1584,7 +1615,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 }
                 __syncthreads();
             }
-            if (d.ln_w) layernorm_step_rows<T, ROWS>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+            if (d.ln_w) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
             if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
