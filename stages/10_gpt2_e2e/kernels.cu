@@ -1349,7 +1349,8 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
  * mma's k {2t, 2t + 1} and {2t + 8, 2t + 9} of two consecutive mma.
  */
 
-/** @brief Output tiles (8 outputs each, mma's n) a warp accumulates at once: 32 outputs, 8 registers per lane. */
+/** @brief Output tiles (8 outputs each, mma's n) a warp accumulates at once: 32 outputs, 16 registers per lane (two
+ *         per output and half). */
 #define MMA_TILES 4
 /** @brief 16-byte chunks in one 64-wide segment of K (fp16): two halves of 4 lanes × 16 bytes. */
 #define MMA_SEGMENT_CHUNKS 8
@@ -1390,7 +1391,7 @@ static __device__ __forceinline__ void run_phase_ring_mma(const LinearShare &p, 
     const bool odd = g & 1;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     const unsigned from = ring.start[j % RING_LINEARS];
-    const int segments = p.chunks / MMA_SEGMENT_CHUNKS;
+    const int segments = p.chunks / MMA_SEGMENT_CHUNKS; /* K is C or 4C, and C = 64·H: whole segments */
     for (int tile0 = 0; tile0 * 8 < p.outs; tile0 += MMA_TILES) {
         float acc[MMA_TILES][2][2] = {}; /* [tile][half][output 2t + e] */
 #pragma unroll 2
