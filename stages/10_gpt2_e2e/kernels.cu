@@ -704,7 +704,9 @@ struct GridBarrier {
  *        each output's K is split into S slices (a power of 2), so that every
  *        warp streams: unit u is output u / S, slice u % S (a shift and a
  *        mask), and slice s takes the lanes' 16-byte chunks (j·S + s)·32 +
- *        lane for j = 0, 1, …
+ *        lane for j = 0, 1, … With tensor cores (v9), every output is split
+ *        over all STEP_WARPS warps instead: slice w is warp w's 64-wide
+ *        segments of K (run_phase_ring_mma).
  */
 struct LinearShare {
     const uint4 *w; /**< the block's first output's weights, as 16-byte chunks */
@@ -717,7 +719,7 @@ struct LinearShare {
 };
 
 template <typename T>
-static __device__ LinearShare share_of(const void *w_t, int N, int K, bool split_k)
+static __device__ LinearShare share_of(const void *w_t, int N, int K, bool split_k, bool every_warp = false)
 {
     LinearShare p;
     p.n0 = (int)((long long)N * blockIdx.x / gridDim.x);
@@ -728,6 +730,8 @@ static __device__ LinearShare share_of(const void *w_t, int N, int K, bool split
     if (split_k && p.outs > 0) /* the most slices (a power of 2) that keep every warp busy and every slice at
                                 * least one chunk per lane */
         while (p.outs << (p.log2S + 1) <= STEP_WARPS && 32 << (p.log2S + 1) <= p.chunks) ++p.log2S;
+    if (every_warp)
+        while (1 << p.log2S < STEP_WARPS) ++p.log2S;
     p.S = 1 << p.log2S;
     p.units = p.outs * p.S;
     p.w = reinterpret_cast<const uint4 *>(w_t) + (long long)p.n0 * p.chunks;
@@ -1365,6 +1369,18 @@ static __device__ __forceinline__ void load_halves(uint4 (&half)[2], bool odd, C
     half[1] = odd ? first : second;
 }
 
+/** @brief The rows' fragment (A) of segment `seg` for this lane: sequence g's halves (zero past the ROWS staged rows),
+ *         read as load_halves spreads them. */
+template <int ROWS>
+static __device__ __forceinline__ void load_rows_segment(uint4 (&x)[2], const __half *rows, int K, int seg)
+{
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const __half *chunk = rows + (long long)g * K + (seg * MMA_SEGMENT_CHUNKS + t) * 8; /* the first half's chunk */
+    load_halves(x, g & 1, [&](int h) {
+        return g < ROWS ? *reinterpret_cast<const uint4 *>(chunk + h * 32) : make_uint4(0, 0, 0, 0);
+    });
+}
+
 /** @brief The four mma of one segment: the rows' halves x (A) against the outputs' halves w (B), half h added to
  *         acc[h] (row g, outputs 2t and 2t + 1): two chains of dependent mma, not one, for the latency. Lane t's 16
  *         bytes of a half are k {2t, 2t + 1, 2t + 8, 2t + 9} of two mma. */
@@ -1398,9 +1414,7 @@ static __device__ __forceinline__ void run_phase_ring_mma(const LinearShare &p, 
         for (int seg = warp; seg < segments; seg += STEP_WARPS) {
             const int c = seg * MMA_SEGMENT_CHUNKS + t; /* this lane's chunk of the first half; the second is c + 4 */
             uint4 x[2];
-            load_halves(x, odd, [&](int h) { /* sequence g's row (zero past the staged rows) */
-                return g < ROWS ? *reinterpret_cast<const uint4 *>(rows + (long long)g * K + (c + 4 * h) * 8) : zero;
-            });
+            load_rows_segment<ROWS>(x, rows, K, seg);
 #pragma unroll
             for (int i = 0; i < MMA_TILES; ++i) {
                 const int o = (tile0 + i) * 8 + g; /* the tile's output g */
@@ -1482,9 +1496,6 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
                                                     const decode_step_args &a)
 {
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const bool odd = g & 1;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    const __half *row = rows + (long long)g * K + t * 8; /* sequence g's row, this lane's first chunk */
     const int tiles = (p.outs + 7) / 8;
     HeadCursor use;
     use.start(p);
@@ -1494,9 +1505,7 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
         for (int r = 0; r < STEP_SLOTS / 2; ++r) {
             if (use.tile >= tiles) break;
             uint4 x[2];
-            load_halves(x, odd, [&](int h) {
-                return g < ROWS ? *reinterpret_cast<const uint4 *>(row + use.seg * 64 + h * 32) : zero;
-            });
+            load_rows_segment<ROWS>(x, rows, K, use.seg);
             const uint4 w[2] = {slot[2 * r], slot[2 * r + 1]};
             mma_segment(acc, x, w);
             ahead.fetch(p, slot[2 * r], slot[2 * r + 1]); /* the slots are free: the unit STEP_SLOTS / 2 on */
@@ -1590,8 +1599,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         LinearShare share;
         if (!attention) { /* before the barrier: everything that does not depend on the phase before */
             d = describe_phase(a, layers, i);
-            share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX);
-            if (MMA && from_ring) share.S = STEP_WARPS, share.units = share.outs * STEP_WARPS; /* every warp a slice */
+            share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
             const bool head_mma = MMA && i == 5 * L; /* v9's LM head: its own order of loads */
             issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, d.ln_w, d.ln_b, d.K,
                                  !from_ring && !head_mma);
@@ -1679,11 +1687,25 @@ static size_t ring_static_smem()
 }
 
 /** @brief v7/v8: the kernel's static shared memory plus the dynamic part with the smallest ring that works. */
+/**
+ * @brief v9 takes tensor cores from 4 rows (3 sequences) on. With 1 row a tile
+ *        uses 1 of its 8 rows, and the H100 measured v8's FFMA faster at batch
+ *        1: the LM head 33 µs against 43, the linears' dot products 0.5-1.2 µs
+ *        against 0.9-1.7 (and finish_phase adds 8 parts of each output instead
+ *        of 1 or 2). So 1 or 2 sequences run v8's kernel.
+ */
+#define MMA_MIN_ROWS 4
+
+/** @brief Whether the ROWS-row step of a variant that asks for tensor cores (MMA) runs them. */
+template <int ROWS, bool MMA>
+static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
+
 template <typename T, int ROWS, bool MMA>
 static size_t ring_step_smem(int C, int L, int max_pages, int blocks)
 {
-    return step_ring_offset(sizeof(T), ROWS, C, L, max_pages, blocks, MMA) +
-           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + ring_static_smem<T, ROWS, MMA>();
+    constexpr bool TC = mma_at_rows<ROWS, MMA>();
+    return step_ring_offset(sizeof(T), ROWS, C, L, max_pages, blocks, TC) +
+           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + ring_static_smem<T, ROWS, TC>();
 }
 
 size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring, int tensor_cores)
@@ -1696,9 +1718,9 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages,
     auto for_rows = [&](auto t, auto mma) -> size_t {
         using T = decltype(t);
         constexpr bool MMA = decltype(mma)::value;
-        switch (rows_for(M)) { /* tensor cores from 4 rows: see gpt2_decode_step */
-        case 1: return ring_step_smem<T, 1, false>(C, L, max_pages, sms);
-        case 2: return ring_step_smem<T, 2, false>(C, L, max_pages, sms);
+        switch (rows_for(M)) {
+        case 1: return ring_step_smem<T, 1, MMA>(C, L, max_pages, sms);
+        case 2: return ring_step_smem<T, 2, MMA>(C, L, max_pages, sms);
         case 4: return ring_step_smem<T, 4, MMA>(C, L, max_pages, sms);
         default: return ring_step_smem<T, 8, MMA>(C, L, max_pages, sms);
         }
@@ -1715,15 +1737,16 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages,
 template <typename T, int ROWS, bool RING, bool MMA>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
-    auto kernel = decode_step_persistent<T, ROWS, RING, MMA>;
+    constexpr bool TC = mma_at_rows<ROWS, MMA>();
+    auto kernel = decode_step_persistent<T, ROWS, RING, TC>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
     if (RING) {
-        size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, MMA);
-        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, MMA>();
+        size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC);
+        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, TC>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
-        if (MMA) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
+        if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
         if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T)))
             return "persistent decode step with the weight ring: one block's share of a linear does not fit in the "
@@ -1766,12 +1789,9 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
         using T = decltype(t);
         auto launch = [&](auto ring, auto mma) -> const char * {
             constexpr bool RING = decltype(ring)::value, MMA = decltype(mma)::value;
-            /* v9 takes tensor cores from 4 rows. With 1 row a tile uses 1 of its 8 rows, and the H100 measured v8's
-             * FFMA faster at batch 1: the LM head 33 µs against 43, the linears' dot products 0.5-1.2 µs against
-             * 0.9-1.7 (and finish_phase adds 8 parts of each output instead of 1 or 2). So 1 or 2 sequences run v8 */
-            switch (rows_for(a->M)) {
-            case 1: return launch_step_rows<T, 1, RING, false>(a, smem, sms);
-            case 2: return launch_step_rows<T, 2, RING, false>(a, smem, sms);
+            switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: launch_step_rows */
+            case 1: return launch_step_rows<T, 1, RING, MMA>(a, smem, sms);
+            case 2: return launch_step_rows<T, 2, RING, MMA>(a, smem, sms);
             case 4: return launch_step_rows<T, 4, RING, MMA>(a, smem, sms);
             default: return launch_step_rows<T, 8, RING, MMA>(a, smem, sms);
             }

@@ -108,10 +108,10 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
     /* 8 sequences, the most a fused or persistent step takes: every row of its tiles holds a sequence */
     enum { N_PROMPTS = 8, STEPS = 6 };
     static const int full_lens[N_PROMPTS] = {8, 5, 3, 2, 1, 4, 6, 7}, tiny_lens[N_PROMPTS] = {1, 17, 0, 3, 9, 30, 2, 5};
-    int lens[N_PROMPTS], seqs[N_PROMPTS], total = 0;
+    int lens[N_PROMPTS], offs[N_PROMPTS], seqs[N_PROMPTS], total = 0; /* offs: where each prompt's tokens start */
     for (int i = 0; i < N_PROMPTS; ++i) {
         lens[i] = full_size ? full_lens[i] : i == 2 ? c->max_T / 2 : tiny_lens[i]; /* one long prompt: many pages */
-        seqs[i] = i, total += lens[i];
+        seqs[i] = i, offs[i] = total, total += lens[i];
     }
     int *tokens = malloc((size_t)(total + N_PROMPTS * STEPS) * sizeof(int));
     wb_rng r;
@@ -121,28 +121,28 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
     int next[N_PROMPTS];
     char what[128];
 
-    /* (1) prefill of three prompts together: every position against the reference's full forward */
+    /* (1) prefill of the prompts together: every position against the reference's full forward */
     why = engine_prefill(&e, N_PROMPTS, seqs, tokens, lens, next, gpu);
     if (why) {
         printf("  prefill: %s\n", why);
         failed++;
         goto done;
     }
-    for (int i = 0, off = 0; i < N_PROMPTS; off += lens[i++]) {
-        ref_gpt2_forward(c, &m->w, tokens + off, lens[i], ref);
+    for (int i = 0; i < N_PROMPTS; ++i) {
+        ref_gpt2_forward(c, &m->w, tokens + offs[i], lens[i], ref);
         snprintf(what, sizeof what, "prefill logits, prompt of %d tokens, every position", lens[i]);
-        failed += report_check(what, wb_compare_f32(gpu + (size_t)off * V, ref, (size_t)lens[i] * V, tol, what, 3));
+        failed += report_check(what, wb_compare_f32(gpu + (size_t)offs[i] * V, ref, (size_t)lens[i] * V, tol, what, 3));
         ++*checks;
     }
 
-    /* (2) decode: the three sequences together, against the reference's cached step; greedy tokens (fp32) */
+    /* (2) decode: the sequences together, against the reference's cached step; greedy tokens (fp32) */
     ref_gpt2_cache caches[N_PROMPTS];
     float *step_ref = malloc((size_t)V * 4), *step_gpu = malloc((size_t)N_PROMPTS * V * 4);
     float *batch_logits = malloc((size_t)STEPS * N_PROMPTS * V * 4); /* [step][sequence][V], for (4) */
     int cur[N_PROMPTS], generated[N_PROMPTS][STEPS], greedy_same = 1, greedy_compared = 0;
-    for (int i = 0, off = 0; i < N_PROMPTS; off += lens[i++]) {
+    for (int i = 0; i < N_PROMPTS; ++i) {
         ref_gpt2_cache_init(&caches[i], c);
-        for (int t = 0; t < lens[i]; ++t) ref_gpt2_step(c, &m->w, &caches[i], tokens[off + t], step_ref);
+        for (int t = 0; t < lens[i]; ++t) ref_gpt2_step(c, &m->w, &caches[i], tokens[offs[i] + t], step_ref);
         cur[i] = next[i];
     }
     double worst_frac = 0;
@@ -186,7 +186,7 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
     /* (3) decode equals recomputing: prefill prompt + generated tokens, last position's logits */
     for (int i = 0; i < N_PROMPTS; ++i) engine_release(&e, seqs[i]);
     {
-        int i = 1, off = lens[0], n_all = lens[1] + STEPS;
+        int i = 1, off = offs[1], n_all = lens[1] + STEPS;
         int *all = malloc((size_t)n_all * sizeof(int));
         memcpy(all, tokens + off, (size_t)lens[1] * sizeof(int));
         for (int s = 0; s < STEPS; ++s) all[lens[1] + s] = generated[i][s]; /* the tokens fed at each step */
@@ -213,10 +213,9 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
         double worst = 0;
         int same = 1;
         for (int group = 0; group <= N_PROMPTS && same; ++group) {
-            int first = group < N_PROMPTS ? group : 0, n = group < N_PROMPTS ? 1 : 3, off = 0, gseqs[3], tok[3], nx[3];
-            for (int i = 0; i < first; ++i) off += lens[i];
+            int first = group < N_PROMPTS ? group : 0, n = group < N_PROMPTS ? 1 : 3, gseqs[3], tok[3], nx[3];
             for (int j = 0; j < n; ++j) gseqs[j] = first + j;
-            why = engine_prefill(&e, n, gseqs, tokens + off, &lens[first], nx, NULL);
+            why = engine_prefill(&e, n, gseqs, tokens + offs[first], &lens[first], nx, NULL);
             for (int s = 0; !why && s < STEPS; ++s) {
                 for (int j = 0; j < n; ++j) tok[j] = generated[first + j][s];
                 why = engine_decode(&e, n, gseqs, tok, nx, step_gpu);
