@@ -46,6 +46,22 @@ static __device__ __forceinline__ void unpack16(uint4 raw, float *out, __half)
     }
 }
 
+/** @brief 4 fp32 values back into 16 bytes (unpack16 reads them; the last argument picks the storage type). */
+static __device__ __forceinline__ uint4 pack16(const float *v, float)
+{
+    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+
+/** @brief 8 fp32 values into 16 bytes of fp16, each rounded to the nearest. */
+static __device__ __forceinline__ uint4 pack16(const float *v, __half)
+{
+    uint4 q;
+    __half2 *h = reinterpret_cast<__half2 *>(&q);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+    return q;
+}
+
 /** @brief Call f(T{}) with T = float or __half, the storage type of the run. */
 template <typename F>
 static const char *dispatch(wb_dtype dtype, F f)

@@ -173,21 +173,6 @@ static const char *rope_v2(const rope_args *a)
  * v3 — Q and K in one launch, 16-byte loads, angles shared by all heads.
  * ------------------------------------------------------------------------- */
 
-/** @brief P fp32 values back into 16 bytes (unpack16, dtype_device.cuh, reads them) ... */
-static __device__ __forceinline__ uint4 pack16(const float *v, float)
-{
-    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
-}
-/** @brief ... or 8 values as fp16. */
-static __device__ __forceinline__ uint4 pack16(const float *v, __half)
-{
-    uint4 q;
-    __half2 *h = reinterpret_cast<__half2 *>(&q);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-    return q;
-}
-
 /**
  * @brief The pair index of the k-th of a thread's P pairs. The thread owns two
  *        16-byte slots of each head vector: elements [j, j + P) and [j + d/2, j + d/2 + P),

@@ -135,6 +135,7 @@ typedef struct {
     int persistent_decode;    /**< v5: decode steps of up to DECODE_MAX_ROWS sequences are one persistent kernel */
     int weight_ring;          /**< v7/v8: that kernel's weights come by the copy engine into shared memory (sm_90) */
     int tensor_core_dots;     /**< v9: and its linears' dot products run on tensor cores (fp16) */
+    int head_in_ring;         /**< v10: and the LM head's weights come through the ring too */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
     void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
     unsigned *d_barrier;      /**< v5: the grid barrier's counter */
@@ -154,7 +155,8 @@ typedef struct {
  *        batches of up to 8 (the matrices are also kept transposed for it);
  *        2: v5's persistent step (one kernel) where its rows fit, else v3's;
  *        3: v7's, the persistent step with its weights by the copy engine (sm_90);
- *        4: v9's, v7's step with its dot products on tensor cores (fp16, sm_90)
+ *        4: v9's, v7's step with its dot products on tensor cores (fp16, sm_90);
+ *        5: v10's, v9's with the LM head's weights through the ring too
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

@@ -599,6 +599,10 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
 #define STEP_SLOTS 12
 /** @brief LayerNorm parameters each thread holds in registers (k = thread + i·STEP_THREADS): all of C = 768. */
 #define STEP_LN_PER_THREAD 3
+/** @brief v10: the widest row that a warp normalises in registers, in one pass (stage_layernorm_rows): C = 768. */
+#define ROWS_ONE_PASS_MAX_K 768
+/** @brief v10: a lane's values of such a row (k = (lane + 32·i)·VEC + v: whole 16-byte chunks). */
+#define ROWS_ONE_PASS_PER_LANE (ROWS_ONE_PASS_MAX_K / 32)
 /** @brief 16-byte loads of K (and of V) per lane per attention tile. */
 #define STEP_ATT_PASSES 8
 
@@ -634,11 +638,12 @@ static __host__ __device__ __forceinline__ size_t step_plan_offset(size_t elem, 
     return (step_smem_bytes(elem, rows, C, L, max_pages, blocks, mma) + 15) & ~(size_t)15;
 }
 
-/** @brief Where v7/v8's weight ring begins in the dynamic shared memory: 16-byte aligned, for the bulk copies. */
+/** @brief Where v7/v8's weight ring begins in the dynamic shared memory, after a plan of `plan_entries` (4L, and
+ *         v10's pieces of the LM head): 16-byte aligned, for the bulk copies. */
 static __host__ __device__ __forceinline__ size_t step_ring_offset(size_t elem, int rows, int C, int L, int max_pages,
-                                                                   int blocks, bool mma)
+                                                                   int blocks, bool mma, int plan_entries)
 {
-    return step_plan_offset(elem, rows, C, L, max_pages, blocks, mma) + (size_t)4 * L * 16; /* sizeof(RingPlan): 16 */
+    return step_plan_offset(elem, rows, C, L, max_pages, blocks, mma) + (size_t)plan_entries * 16; /* sizeof(RingPlan) */
 }
 
 /**
@@ -779,6 +784,8 @@ struct Prefetched {
     float resid; /**< for a residual add, y's old value there */
     float gain[STEP_LN_PER_THREAD];  /**< LayerNorm gain at k = thread + i·STEP_THREADS */
     float shift[STEP_LN_PER_THREAD]; /**< LayerNorm shift at the same k */
+    float chunk_gain[ROWS_ONE_PASS_PER_LANE];  /**< v10: the gain at this lane's k of a row, in 16-byte chunks */
+    float chunk_shift[ROWS_ONE_PASS_PER_LANE]; /**< the shift at the same k */
 };
 
 /**
@@ -942,6 +949,16 @@ static __device__ __forceinline__ void multiply_chunk(uint4 w16, const T *rows, 
     }
 }
 
+/** @brief The LM head's logit of row m, output n: written, and kept in `best` if it is the row's largest so far. */
+template <typename T>
+static __device__ __forceinline__ void keep_logit(float logit, int m, int n, unsigned long long &best,
+                                                  const decode_step_args &a)
+{
+    store((T *)a.logits, (long long)m * a.ldy + n, logit);
+    unsigned long long key = gpt2_argmax_key(logit, n);
+    best = key > best ? key : best;
+}
+
 /**
  * @brief Run a linear phase after its barrier (the input rows staged): each
  *        warp consumes its slots in order and refills each with the load
@@ -979,12 +996,7 @@ static __device__ __forceinline__ void run_phase(const LinearShare &p, uint4 (&s
                     acc[m] = 0.0f;
                 }
                 if (direct) {
-                    int n = p.n0 + use.o;
-                    if (lane < a.M) {
-                        store((T *)a.logits, (long long)lane * a.ldy + n, mine);
-                        unsigned long long key = gpt2_argmax_key(mine, n);
-                        best = key > best ? key : best;
-                    }
+                    if (lane < a.M) keep_logit<T>(mine, lane, p.n0 + use.o, best, a);
                 } else if (lane < ROWS) {
                     partial[use.u * ROWS + lane] = mine;
                 }
@@ -1513,17 +1525,214 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
             if ((use.seg + 1) * MMA_SEGMENT_CHUNKS == p.chunks) { /* the tile is done: row g's outputs 2t, 2t + 1 */
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int o = use.tile * 8 + 2 * t + e, n = p.n0 + o;
-                    const float logit = acc[0][e] + acc[1][e];
-                    if (g < a.M && o < p.outs) {
-                        store((__half *)a.logits, (long long)g * a.ldy + n, logit);
-                        unsigned long long key = gpt2_argmax_key(logit, n);
-                        best = key > best ? key : best;
-                    }
+                    const int o = use.tile * 8 + 2 * t + e;
+                    if (g < a.M && o < p.outs) keep_logit<__half>(acc[0][e] + acc[1][e], g, p.n0 + o, best, a);
                     acc[0][e] = acc[1][e] = 0.0f;
                 }
             }
             use.advance(p);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* v10: the LM head through the ring, and a LayerNorm's rows in one pass     */
+/* ------------------------------------------------------------------------ */
+/*
+ * v9's trace at batch 8 has two links left that are not the chain of small
+ * phases itself.
+ *
+ * The LM head is an eighth of the step (50.7 µs of 392): 77 MB of wte that
+ * v9 streams through registers, from the moment its barrier opens, at 1.7
+ * TB/s. The layers' weights stream through the ring, phases ahead, and
+ * leave DRAM idle most of the time (v8: 0.86 TB/s on average). So v10 cuts
+ * each block's share of the head (about 380 outputs, 585 KB) into pieces of
+ * 32 outputs and puts them in the ring's plan after the last layer's
+ * linears: the producer requests them as soon as the last layers give back
+ * their bytes, and the first pieces have landed before the head begins.
+ * The head then reads its weights from shared memory, as the linears do,
+ * in rounds of two pieces (8 tiles: one per warp); after each round the
+ * block meets at a __syncthreads and the producer gives the two pieces back
+ * and requests the next.
+ *
+ * The rows of a LayerNorm phase (QKV, fc, the head) took v9 three passes
+ * over shared memory, each ended by a __syncthreads: staging the rows,
+ * their statistics, normalising them (3.96 µs at batch 8 for QKV, against
+ * 1.42 for its dot products). In v10, warp m loads row m from L2 into
+ * registers (3 chunks of 16 bytes per lane at C = 768), reduces its two
+ * sums with one butterfly, normalises in registers with the gain and shift
+ * it requested before the barrier, and writes the row once.
+ */
+
+/** @brief v10: outputs of the LM head per piece in the ring: 4 tiles of 8 (48 KB at C = 768 in fp16), so that at
+ *         8 rows the ring holds three or four of them beside the rows. */
+#define HEAD_PIECE_OUTPUTS 32
+/** @brief Pieces the warps read between two __syncthreads: 2 × 4 tiles, one tile per warp with tensor cores. */
+#define HEAD_ROUND_PIECES 2
+
+/** @brief Most pieces of one block's share of the LM head (V outputs over `blocks`): the plan's extra entries. */
+static __host__ __device__ __forceinline__ int head_ring_pieces(int V, int blocks)
+{
+    return ((V + blocks - 1) / blocks + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS;
+}
+
+/** @brief Before the barrier of a LayerNorm phase: this lane's gain and shift of each 16-byte chunk of a row it
+ *         normalises (k = (lane + 32·i)·VEC + v; ln_w and ln_b are whole cudaMalloc'd arrays: 16-byte aligned). */
+template <typename T>
+static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const float *ln_w, const float *ln_b,
+                                                          int K)
+{
+    constexpr int VEC = Vec16<T>::N;
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < ROWS_ONE_PASS_PER_LANE / VEC; ++i) {
+        const int k = (lane + 32 * i) * VEC;
+#pragma unroll
+        for (int v = 0; v < VEC; v += 4) {
+            const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float4 g = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_w + k + v)) : zero;
+            const float4 b = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_b + k + v)) : zero;
+            float *gain = pre.chunk_gain + i * VEC + v, *shift = pre.chunk_shift + i * VEC + v;
+            gain[0] = g.x, gain[1] = g.y, gain[2] = g.z, gain[3] = g.w;
+            shift[0] = b.x, shift[1] = b.y, shift[2] = b.z, shift[3] = b.w;
+        }
+    }
+}
+
+/**
+ * @brief v10: a LayerNorm phase's input rows (K <= ROWS_ONE_PASS_MAX_K) in
+ *        one pass: warp m loads row m of `src` (written by the phase before:
+ *        through L2) into registers, reduces its two sums with one
+ *        butterfly, normalises in registers and writes the row to shared
+ *        memory, rounded to T as layernorm_step_rows rounds it. Rows M ..
+ *        ROWS − 1 are zero. One __syncthreads, at the end.
+ */
+template <typename T, int ROWS>
+static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K, const Prefetched &pre)
+{
+    constexpr int VEC = Vec16<T>::N, CHUNKS = ROWS_ONE_PASS_PER_LANE / VEC; /* a lane's chunks of a row */
+    const int lane = threadIdx.x % 32;
+    for (int m = threadIdx.x / 32; m < ROWS; m += STEP_WARPS) {
+        const uint4 *in = reinterpret_cast<const uint4 *>(src + (long long)m * K);
+        uint4 *out = reinterpret_cast<uint4 *>(rows + (long long)m * K);
+        float v[CHUNKS][VEC];
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) { /* every load first: one trip to L2 */
+            const int c = lane + 32 * i;
+            unpack16(m < M && c * VEC < K ? load_fresh(in + c) : make_uint4(0, 0, 0, 0), v[i], T());
+        }
+        if (m >= M) { /* a row of the tile with no sequence: zeros */
+            for (int c = lane; c * VEC < K; c += 32) out[c] = make_uint4(0, 0, 0, 0);
+            continue;
+        }
+        /* the statistics from d = x − x₀, as layernorm_step_rows (x₀ the row's first value: lane 0's) */
+        const float x0 = __shfl_sync(0xffffffffu, v[0][0], 0);
+        float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const float d = (lane + 32 * i) * VEC < K ? v[i][e] - x0 : 0.0f;
+                s1 += d, s2 = fmaf(d, d, s2);
+            }
+        s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
+        const float mean_d = s1 / K, mean = x0 + mean_d;
+        const float rstd = rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const int c = lane + 32 * i;
+            if (c * VEC >= K) break;
+            float y[VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                y[e] = (v[i][e] - mean) * rstd * pre.chunk_gain[i * VEC + e] + pre.chunk_shift[i * VEC + e];
+            out[c] = pack16(y, T());
+        }
+    }
+    __syncthreads();
+}
+
+/** @brief v10's LM head, one piece with tensor cores: warp w (of 4 on the piece) runs tile w (8 outputs) over the
+ *         whole K, as run_head_mma does, with the weights from the ring. */
+template <int ROWS>
+static __device__ __forceinline__ void head_piece_mma(const LinearShare &p, const WeightRing &ring, unsigned from,
+                                                      int o0, int outs, int w, const __half *rows, int K,
+                                                      unsigned long long &best, const decode_step_args &a)
+{
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, tile = 8 * w;
+    if (tile >= outs) return;
+    const bool odd = g & 1;
+    const int o = tile + g; /* this lane's output of the tile (B's column g) */
+    float acc[2][2] = {};   /* [half][output 2t + e] */
+#pragma unroll 4
+    for (int seg = 0; seg < p.chunks / MMA_SEGMENT_CHUNKS; ++seg) {
+        uint4 x[2], wt[2];
+        load_rows_segment<ROWS>(x, rows, K, seg);
+        load_halves(wt, odd, [&](int h) {
+            return o < outs ? ring.at(from, (unsigned)(o * p.chunks + seg * MMA_SEGMENT_CHUNKS + t + 4 * h))
+                            : make_uint4(0, 0, 0, 0);
+        });
+        mma_segment(acc, x, wt);
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e) { /* lane (g, t) holds row g's outputs 2t and 2t + 1 of the tile */
+        const int oe = tile + 2 * t + e;
+        if (g < a.M && oe < outs) keep_logit<__half>(acc[0][e] + acc[1][e], g, p.n0 + o0 + oe, best, a);
+    }
+}
+
+/** @brief The same on FFMA (1 or 2 rows): warp w (of 4 on the piece) takes outputs w, w + 4, …, each a whole K
+ *         per warp, as run_phase_ring's units; lane m keeps row m's logit. */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void head_piece_ffma(const LinearShare &p, const WeightRing &ring, unsigned from,
+                                                       int o0, int outs, int w, const T *rows, int K,
+                                                       unsigned long long &best, const decode_step_args &a)
+{
+    const int lane = threadIdx.x % 32;
+    for (int o = w; o < outs; o += STEP_WARPS / HEAD_ROUND_PIECES) {
+        float acc[ROWS];
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) acc[m] = 0.0f;
+#pragma unroll 4
+        for (int c = lane; c < p.chunks; c += 32)
+            multiply_chunk<T, ROWS>(ring.at(from, (unsigned)(o * p.chunks + c)), rows, K, c, acc);
+        float mine = 0.0f;
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) {
+            float s = warp_allreduce<SumOp>(acc[m]);
+            if (lane == m) mine = s;
+        }
+        if (lane < a.M) keep_logit<T>(mine, lane, p.n0 + o0 + o, best, a);
+    }
+}
+
+/**
+ * @brief v10's LM head after its barrier: the block's pieces (ring linears
+ *        first, first + 1, …) in rounds of HEAD_ROUND_PIECES, warps 0-3 on
+ *        the first piece of a round and 4-7 on the second; after each round
+ *        the producer gives the round's pieces back and requests more.
+ */
+template <typename T, int ROWS, bool MMA>
+static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int first, const T *rows, int K,
+                                     unsigned long long &best, const decode_step_args &a)
+{
+    constexpr int WARPS_PER_PIECE = STEP_WARPS / HEAD_ROUND_PIECES;
+    const int pieces = (p.outs + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS, warp = threadIdx.x / 32;
+    for (int q0 = 0; q0 < pieces; q0 += HEAD_ROUND_PIECES) {
+        const int q = q0 + warp / WARPS_PER_PIECE, o0 = q * HEAD_PIECE_OUTPUTS;
+        if (q < pieces) {
+            ring.wait(first + q);
+            const unsigned from = ring.start[(first + q) % RING_LINEARS];
+            const int outs = min(HEAD_PIECE_OUTPUTS, p.outs - o0), w = warp % WARPS_PER_PIECE;
+            if constexpr (MMA)
+                head_piece_mma<ROWS>(p, ring, from, o0, outs, w, rows, K, best, a);
+            else
+                head_piece_ffma<T, ROWS>(p, ring, from, o0, outs, w, rows, K, best, a);
+        }
+        __syncthreads(); /* every warp has read the round's pieces */
+        if (threadIdx.x == RING_PRODUCER) {
+            for (int r = q0; r < q0 + HEAD_ROUND_PIECES && r < pieces; ++r) ring.give_back();
+            ring.request();
         }
     }
 }
@@ -1544,8 +1753,10 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
  *        the block's WeightRing in shared memory (the LM head's still stream
  *        through registers: its share, 585 KB, is larger than the ring).
  *        v9 (MMA, fp16): and their dot products run on tensor cores.
+ *        v10 (HEAD_RING): and the LM head's weights come through the ring too,
+ *        the rows of a LayerNorm phase in one pass.
  */
-template <typename T, int ROWS, bool RING, bool MMA>
+template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1556,9 +1767,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x, MMA) * ROWS); /* [M][max_pages] */
     __shared__ uint64_t ring_bars[RING_LINEARS];
     __shared__ unsigned ring_start[RING_LINEARS];
+    const int plan_entries = 4 * L + (HEAD_RING ? head_ring_pieces(a.V, gridDim.x) : 0);
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA));
-    WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA)),
-                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0}; /* v7/v8 (RING) only */
+    WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA,
+                                                                         plan_entries)),
+                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0}; /* v7-v10 (RING) only */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
     GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
@@ -1584,6 +1797,16 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             LinearShare share = share_of<T>(d.w, d.N, d.K, true);
             plan[j] = {share.w, (unsigned)(share.outs * share.chunks)};
         }
+        if (HEAD_RING) { /* v10: then the pieces of the block's share of the LM head */
+            LinearPhase d = describe_phase(a, layers, 5 * L);
+            LinearShare head = share_of<T>(d.w, d.N, d.K, false);
+            const int pieces = (head.outs + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS;
+            for (int q = threadIdx.x; q < pieces; q += STEP_THREADS) {
+                const int outs = min(HEAD_PIECE_OUTPUTS, head.outs - q * HEAD_PIECE_OUTPUTS);
+                plan[4 * L + q] = {head.w + (long long)q * HEAD_PIECE_OUTPUTS * head.chunks, (unsigned)(outs * head.chunks)};
+            }
+            ring.linears += pieces;
+        }
         __syncthreads();
         if (threadIdx.x == RING_PRODUCER) {
             ring.init();
@@ -1594,23 +1817,28 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
 
     for (int i = 0; i < P; ++i) {
         const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
-        const bool from_ring = RING && !attention && i < 5 * L; /* the LM head streams through registers */
+        const bool from_ring = RING && !attention && i < 5 * L; /* before v10, the LM head streams through registers */
         LinearPhase d;
         LinearShare share;
+        bool one_pass = false; /* v10: the rows staged and normalised in one pass */
         if (!attention) { /* before the barrier: everything that does not depend on the phase before */
             d = describe_phase(a, layers, i);
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
-            const bool head_mma = MMA && i == 5 * L; /* v9's LM head: its own order of loads */
-            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, d.ln_w, d.ln_b, d.K,
-                                 !from_ring && !head_mma);
+            const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
+            one_pass = HEAD_RING && d.src && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K;
+            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, one_pass ? NULL : d.ln_w,
+                                 d.ln_b, d.K, !HEAD_RING && !from_ring && !head_mma); /* v10: no weights in registers */
             if (head_mma) head_mma_fetch(share, slot, head_ahead);
+            if (one_pass) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
         }
         if (i > 0) barrier.wait();
         if (attention) {
             const decode_layer_weights &W = layers[i / 5];
             attention_phase<T>(a, in, (const T *)W.k_pool, (const T *)W.v_pool);
         } else {
-            if (d.src) {
+            if (one_pass) {
+                stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre);
+            } else if (d.src) {
                 stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
             } else { /* the first QKV's rows: the embedding (block 0 also writes it to x, the residual stream) */
                 for (int e = threadIdx.x; e < ROWS * C; e += STEP_THREADS) {
@@ -1624,7 +1852,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 }
                 __syncthreads();
             }
-            if (d.ln_w) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+            if (d.ln_w && !one_pass) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
             if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
@@ -1635,6 +1863,9 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                     run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
                 else
                     run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+            } else if constexpr (HEAD_RING) { /* the LM head (the only linear not from_ring) */
+                if (threadIdx.x == RING_PRODUCER) ring.request();
+                run_head_ring<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
             } else if constexpr (MMA) {
                 run_head_mma<ROWS>(share, slot, head_ahead, rows, d.K, best, a);
             } else {
@@ -1660,11 +1891,12 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
 }
 
 
-/** @brief The most 16-byte chunks one block's share of one linear takes (v7/v8's ring must hold it). */
-static unsigned ring_largest_share(int C, int blocks, size_t elem)
+/** @brief The most 16-byte chunks the ring must hold at once: one block's share of one linear (v7/v8), or v10's
+ *         round of the LM head's pieces (run_head_ring reads them together). */
+static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_ring)
 {
     const int vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
-    unsigned most = 0;
+    unsigned most = head_ring ? (unsigned)(HEAD_ROUND_PIECES * HEAD_PIECE_OUTPUTS) * (unsigned)(C / vec) : 0;
     for (int i = 0; i < 4; ++i) {
         unsigned chunks = (unsigned)((shapes[i][0] + blocks - 1) / blocks) * (unsigned)(shapes[i][1] / vec);
         most = chunks > most ? chunks : most;
@@ -1674,13 +1906,13 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem)
 
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
-template <typename T, int ROWS, bool MMA>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
     if (!bytes) {
         cudaFuncAttributes attr;
-        WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA>));
+        WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -1700,33 +1932,45 @@ static size_t ring_static_smem()
 template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
-template <typename T, int ROWS, bool MMA>
-static size_t ring_step_smem(int C, int L, int max_pages, int blocks)
+/** @brief The ring's plan: 4L linears, and v10's pieces of the LM head. */
+static int ring_plan_entries(int L, int V, int blocks, bool head_ring)
 {
-    constexpr bool TC = mma_at_rows<ROWS, MMA>();
-    return step_ring_offset(sizeof(T), ROWS, C, L, max_pages, blocks, TC) +
-           (size_t)ring_largest_share(C, blocks, sizeof(T)) * 16 + ring_static_smem<T, ROWS, TC>();
+    return 4 * L + (head_ring ? head_ring_pieces(V, blocks) : 0);
 }
 
-size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring, int tensor_cores)
+template <typename T, int ROWS, bool MMA, bool HEAD_RING>
+static size_t ring_step_smem(const decode_step_args *a, int blocks)
+{
+    constexpr bool TC = mma_at_rows<ROWS, MMA>();
+    return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
+                            ring_plan_entries(a->L, a->V, blocks, HEAD_RING)) +
+           (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 + ring_static_smem<T, ROWS, TC, HEAD_RING>();
+}
+
+size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
 {
     int sms;
     wb_current_gpu(NULL, &sms);
-    if (M < 1 || M > DECODE_MAX_ROWS || C < DECODE_STEP_HEAD_DIM || C % DECODE_STEP_HEAD_DIM || L < 1) return 0;
-    if (!weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, L, max_pages, sms, false);
-    if (tensor_cores && dtype != WB_F16) return 0; /* v9's mma takes fp16 */
-    auto for_rows = [&](auto t, auto mma) -> size_t {
+    const int M = a->M, C = a->C;
+    if (M < 1 || M > DECODE_MAX_ROWS || C < DECODE_STEP_HEAD_DIM || C % DECODE_STEP_HEAD_DIM || a->L < 1 || a->V < 1)
+        return 0;
+    if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
+    if ((a->tensor_cores || a->head_ring) && dtype != WB_F16) return 0; /* v9's mma takes fp16, and v10 is v9's */
+    if (a->head_ring && !a->tensor_cores) return 0;
+    auto for_rows = [&](auto t, auto mma, auto head_ring) -> size_t {
         using T = decltype(t);
-        constexpr bool MMA = decltype(mma)::value;
+        constexpr bool MMA = decltype(mma)::value, HEAD_RING = decltype(head_ring)::value;
         switch (rows_for(M)) {
-        case 1: return ring_step_smem<T, 1, MMA>(C, L, max_pages, sms);
-        case 2: return ring_step_smem<T, 2, MMA>(C, L, max_pages, sms);
-        case 4: return ring_step_smem<T, 4, MMA>(C, L, max_pages, sms);
-        default: return ring_step_smem<T, 8, MMA>(C, L, max_pages, sms);
+        case 1: return ring_step_smem<T, 1, MMA, HEAD_RING>(a, sms);
+        case 2: return ring_step_smem<T, 2, MMA, HEAD_RING>(a, sms);
+        case 4: return ring_step_smem<T, 4, MMA, HEAD_RING>(a, sms);
+        default: return ring_step_smem<T, 8, MMA, HEAD_RING>(a, sms);
         }
     };
-    if (tensor_cores) return for_rows(__half(), std::true_type());
-    return dtype == WB_F16 ? for_rows(__half(), std::false_type()) : for_rows(0.0f, std::false_type());
+    if (a->head_ring) return for_rows(__half(), std::true_type(), std::true_type());
+    if (a->tensor_cores) return for_rows(__half(), std::true_type(), std::false_type());
+    return dtype == WB_F16 ? for_rows(__half(), std::false_type(), std::false_type())
+                           : for_rows(0.0f, std::false_type(), std::false_type());
 }
 
 /**
@@ -1734,23 +1978,26 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages,
  *        resident (the barrier's premise). With the ring (v7/v8), the ring
  *        takes all the shared memory that the rest of the block leaves.
  */
-template <typename T, int ROWS, bool RING, bool MMA>
+template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
-    auto kernel = decode_step_persistent<T, ROWS, RING, TC>;
+    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
     if (RING) {
-        size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC);
-        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, TC>();
+        size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
+                                         ring_plan_entries(a->L, a->V, blocks, HEAD_RING));
+        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
-        if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T)))
-            return "persistent decode step with the weight ring: one block's share of a linear does not fit in the "
-                   "shared memory the rows leave (fewer sequences, or the step without the ring, do)";
+        if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING))
+            return HEAD_RING ? "persistent decode step with the LM head in the ring: a round of its pieces does not "
+                               "fit in the shared memory the rows leave (fewer sequences, or v9, do)"
+                             : "persistent decode step with the weight ring: one block's share of a linear does not fit "
+                               "in the shared memory the rows leave (fewer sequences, or the step without the ring, do)";
         smem = offset + (size_t)args.ring_chunks * 16;
     }
     if (smem != asked_smem) {
@@ -1776,7 +2023,9 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (a->H < 1 || a->C != a->H * DECODE_STEP_HEAD_DIM) return "persistent decode step: needs heads of 64 (C = 64·H)";
     if (a->L < 1 || a->V < 1 || a->ldy < a->V || a->max_pages < 1 || a->block_size < 1)
         return "persistent decode step: needs L, V, max_pages, block_size >= 1 and ldy >= V";
-    size_t smem = gpt2_decode_step_smem(dtype, a->M, a->C, a->L, a->max_pages, 0, 0);
+    decode_step_args rows_only = *a; /* the size without the ring (the ring takes what is left) */
+    rows_only.weight_ring = rows_only.tensor_cores = rows_only.head_ring = 0;
+    size_t smem = gpt2_decode_step_smem(dtype, &rows_only);
     if (smem > wb_current_smem_per_block())
         return "persistent decode step: the rows do not fit in one block's shared memory (fewer sequences do)";
     int cc, sms;
@@ -1784,20 +2033,26 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     if (a->tensor_cores && (!a->weight_ring || dtype != WB_F16))
         return "persistent decode step on tensor cores: needs the weight ring and fp16";
+    if (a->head_ring && !a->tensor_cores) return "persistent decode step with the LM head in the ring: v10 is v9's, "
+                                                 "it needs tensor_cores (and so the weight ring and fp16)";
     WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
-        auto launch = [&](auto ring, auto mma) -> const char * {
-            constexpr bool RING = decltype(ring)::value, MMA = decltype(mma)::value;
+        auto launch = [&](auto ring, auto mma, auto head_ring) -> const char * {
+            constexpr bool RING = decltype(ring)::value, MMA = decltype(mma)::value, HEAD = decltype(head_ring)::value;
             switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: launch_step_rows */
-            case 1: return launch_step_rows<T, 1, RING, MMA>(a, smem, sms);
-            case 2: return launch_step_rows<T, 2, RING, MMA>(a, smem, sms);
-            case 4: return launch_step_rows<T, 4, RING, MMA>(a, smem, sms);
-            default: return launch_step_rows<T, 8, RING, MMA>(a, smem, sms);
+            case 1: return launch_step_rows<T, 1, RING, MMA, HEAD>(a, smem, sms);
+            case 2: return launch_step_rows<T, 2, RING, MMA, HEAD>(a, smem, sms);
+            case 4: return launch_step_rows<T, 4, RING, MMA, HEAD>(a, smem, sms);
+            default: return launch_step_rows<T, 8, RING, MMA, HEAD>(a, smem, sms);
             }
         };
-        if constexpr (std::is_same<T, __half>::value) /* v9: fp16 only (checked above) */
-            if (a->tensor_cores) return launch(std::true_type(), std::true_type());
-        return a->weight_ring ? launch(std::true_type(), std::false_type()) : launch(std::false_type(), std::false_type());
+        using yes = std::true_type;
+        using no = std::false_type;
+        if constexpr (std::is_same<T, __half>::value) { /* v9 and v10: fp16 only (checked above) */
+            if (a->head_ring) return launch(yes(), yes(), yes());
+            if (a->tensor_cores) return launch(yes(), yes(), no());
+        }
+        return a->weight_ring ? launch(yes(), no(), no()) : launch(no(), no(), no());
     });
 }

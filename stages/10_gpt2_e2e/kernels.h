@@ -188,20 +188,24 @@ typedef struct {
                                     shared memory, phases ahead (l2_prefetch is then unused) */
     int tensor_cores;          /**< v9 (fp16, with the ring): the linears' dot products run on tensor cores
                                     (mma.sync m16n8k16) */
+    int head_ring;             /**< v10 (with tensor_cores): the LM head's weights come through the ring as well, in
+                                    pieces that land during the last layers; a LayerNorm's rows in one pass */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
 } decode_step_args;
 
 /**
- * @brief Shared memory one block of the persistent step needs for M rows, or 0
- *        when the kernel cannot take these sizes; compare with the GPU's limit.
- *        With the weight ring (v7/v8): static and dynamic together, with the
- *        smallest ring that holds one block's share of the widest linear.
- *        With tensor cores as well (v9, fp16 only): the same, with a part of
- *        every output per warp to add.
+ * @brief Shared memory one block of the persistent step needs for a->M rows
+ *        (of a->C, a->L blocks, a->V outputs of the LM head, a->max_pages), or
+ *        0 when the kernel cannot take these sizes; compare with the GPU's
+ *        limit. With the weight ring (v7/v8): static and dynamic together,
+ *        with the smallest ring that holds one block's share of the widest
+ *        linear. With tensor cores as well (v9, fp16 only): the same, with a
+ *        part of every output per warp to add. With the LM head in the ring
+ *        (v10): a ring that holds a round of the head's pieces.
  */
-size_t gpt2_decode_step_smem(wb_dtype dtype, int M, int C, int L, int max_pages, int weight_ring, int tensor_cores);
+size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a);
 
 /** @brief Launch one persistent decode step (a memset and one cooperative kernel); NULL, or why not. */
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);
