@@ -63,6 +63,10 @@ typedef struct {
     int *tables;    /**< [max_seqs][max_pages_per_seq] block tables (the last field: a step uploads up to its n rows) */
 } engine_step_inputs;
 
+/** @brief Steps engine_generate queues on the GPU before it waits for them: the inputs of this many steps are
+ *         worked out and uploaded together. */
+#define ENGINE_QUEUE_STEPS 32
+
 /** @brief The model on the GPU, its KV cache and its scratch buffers. */
 typedef struct {
     gpt2_config cfg;        /**< sizes */
@@ -119,6 +123,12 @@ typedef struct {
     int64_t *h_slots;         /**< host staging of a prefill's slots */
     engine_step_inputs step_h; /**< a decode step's inputs, pinned host memory */
     engine_step_inputs step_d; /**< the same on the device: uploaded with one copy per step */
+    engine_step_inputs queue_h[ENGINE_QUEUE_STEPS]; /**< engine_generate: the queued steps' inputs, pinned host */
+    engine_step_inputs queue_d[ENGINE_QUEUE_STEPS]; /**< the same on the device, uploaded with one copy */
+    size_t queue_step_bytes;  /**< the bytes of one step's inputs in the queue (a multiple of 16) */
+    int queue_steps;          /**< steps queued before a wait (1..ENGINE_QUEUE_STEPS; --check makes it small) */
+    unsigned long long *d_queue_best; /**< [2][max_seqs] argmax keys: a queued step reads one, writes the other */
+    int *d_fed;               /**< [ENGINE_QUEUE_STEPS][n] the tokens each queued step was fed */
     int linear_variant;       /**< index into stage 04's linear_variants */
     int layernorm_variant;    /**< index into stage 05's layernorm_variants */
     int attention_variant;    /**< index into stage 06's attention_variants */
@@ -195,6 +205,18 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
  * @param logits when not NULL, receives the step's logits ([n][V], host, fp32)
  */
 const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tokens, int *next, float *logits);
+
+/**
+ * @brief Greedy decode of `steps` steps, each step's tokens fed from the step
+ *        before on the GPU. With the persistent step (v5-v10), the host works
+ *        out and uploads the inputs of up to queue_steps steps (slots, block
+ *        tables: they do not depend on the tokens), queues their kernels, and
+ *        waits once: the GPU runs the steps back to back. Otherwise it is a
+ *        loop of engine_decode.
+ * @param tokens one token each, fed to the first step
+ * @param out    receives [steps][n] tokens: the token each step chose for each sequence
+ */
+const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out);
 
 /** @brief Whether a decode step of n sequences runs as v5's one persistent kernel (v5, and its rows fit in a
  *         block's shared memory; otherwise v3's kernels take it). */

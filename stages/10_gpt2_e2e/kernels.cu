@@ -492,15 +492,20 @@ static void launch_decode_rows(const decode_linear_args *a)
     const void *kernel = (const void *)decode_linear_fused<T, ROWS, EPI>;
     size_t smem = decode_smem_bytes(ROWS, a->K, sizeof(T), a->ln_w != NULL);
     /* asked of the runtime once per shared-memory size (K), not on every launch (a decode step makes ~50) */
-    static size_t asked_smem[4];
+    static size_t asked_smem[4], allowed_smem = 0;
     static int asked_per_sm[4], asked = 0;
     int per_sm = 0;
     for (int i = 0; i < asked; ++i)
         if (asked_smem[i] == smem) per_sm = asked_per_sm[i];
     if (!per_sm) {
-        /* asked for every size: 48 KB of dynamic shared memory plus the static arrays is already too many
-         * without it (the caller checked the GPU's limit) */
-        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        /* the kernel's limit, raised to every size asked and never lowered: one limit bounds every launch, so
+         * lowering it for a smaller size made the next launch of a larger, already asked one fail (an invalid
+         * argument, seen under WB_EMULATE_T4). 48 KB of dynamic shared memory plus the static arrays is already
+         * too many without it (the caller checked the GPU's limit) */
+        if (smem > allowed_smem) {
+            WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            allowed_smem = smem;
+        }
         WB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DECODE_WARPS * 32, smem));
         if (per_sm < 1) per_sm = 1;
         int slot = asked < 4 ? asked++ : 0; /* more than 4 sizes: the first slot is reused */
@@ -1152,6 +1157,13 @@ struct LinearPhase {
     void *v_pool;                     /**< and V */
 };
 
+/** @brief Sequence m's token in this step: from the host, or (steps queued on the GPU, engine_generate) the argmax
+ *         key of the step before, a kernel before. */
+static __device__ __forceinline__ int step_token(const decode_step_args &a, int m)
+{
+    return a.prev_best ? gpt2_argmax_key_token(__ldg(a.prev_best + m), a.V) : __ldg(a.tokens + m);
+}
+
 /** @brief Phase i of the step (not an attention phase). */
 static __device__ __forceinline__ LinearPhase describe_phase(const decode_step_args &a,
                                                              const decode_layer_weights *layers, int i)
@@ -1789,7 +1801,10 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     if (threadIdx.x < M) in.lens[threadIdx.x] = __ldg(a.lens + threadIdx.x), in.slots[threadIdx.x] = __ldg(a.slots + threadIdx.x);
     if (threadIdx.x < ROWS) block_best[threadIdx.x] = 0;
     if (threadIdx.x == 0) in.tables = tables;
-    if (blockIdx.x == 0 && threadIdx.x < M) a.best[threadIdx.x] = 0; /* read only by the LM head, many barriers on */
+    if (blockIdx.x == 0 && threadIdx.x < M) {
+        a.best[threadIdx.x] = 0; /* read only by the LM head, many barriers on */
+        if (a.fed_tokens) a.fed_tokens[threadIdx.x] = step_token(a, threadIdx.x);
+    }
     __syncthreads();
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
@@ -1845,7 +1860,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                     int m = e / C, k = e - m * C;
                     float v = 0.0f;
                     if (m < M)
-                        v = load((const T *)a.wte, (long long)__ldg(a.tokens + m) * C + k) +
+                        v = load((const T *)a.wte, (long long)step_token(a, m) * C + k) +
                             load((const T *)a.wpe, (long long)__ldg(a.positions + m) * C + k);
                     store(rows, e, v);
                     if (blockIdx.x == 0 && m < M) store((T *)a.x, e, v);

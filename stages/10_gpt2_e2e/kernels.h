@@ -168,7 +168,10 @@ typedef struct {
     const void *wpe;           /**< [max_T][C] position embedding */
     const float *lnf_w;        /**< final LayerNorm gain [C] */
     const float *lnf_b;        /**< final LayerNorm shift [C] */
-    const int *tokens;         /**< [M] each sequence's token */
+    const int *tokens;         /**< [M] each sequence's token (unused with prev_best) */
+    const unsigned long long *prev_best; /**< NULL, or [M] the step before's argmax keys: the tokens are read from
+                                              them on the GPU (steps queued ahead, engine_generate) */
+    int *fed_tokens;           /**< NULL, or [M]: block 0 writes there the tokens the step was fed */
     const int *positions;      /**< [M] its position */
     const int64_t *slots;      /**< [M] its slot in the page pools */
     const int *tables;         /**< [M][max_pages] block tables */

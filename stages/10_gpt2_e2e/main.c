@@ -236,6 +236,24 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
                same ? "ok" : "FAIL");
         failed += !same, ++*checks;
     }
+
+    /* (5) the same steps queued on the GPU (engine_generate, 4 at a time: the queue also starts over once), each
+     * step fed the step before's tokens there: the tokens equal those the steps chose one by one in (2) */
+    {
+        int first[N_PROMPTS], queued[STEPS][N_PROMPTS], same = 1;
+        why = engine_prefill(&e, N_PROMPTS, seqs, tokens, lens, first, NULL);
+        e.queue_steps = 4;
+        if (!why) why = engine_generate(&e, N_PROMPTS, seqs, first, STEPS, &queued[0][0]);
+        e.queue_steps = ENGINE_QUEUE_STEPS;
+        for (int i = 0; i < N_PROMPTS; ++i) {
+            same &= why || first[i] == generated[i][0];
+            for (int s = 0; s < STEPS && !why; ++s) same &= queued[s][i] == (s + 1 < STEPS ? generated[i][s + 1] : cur[i]);
+            engine_release(&e, seqs[i]);
+        }
+        if (why) printf("  queued steps: %s\n", why), same = 0;
+        printf("  %-58s %s\n", "steps queued on the GPU choose the tokens of (2)", same ? "ok" : "FAIL");
+        failed += !same, ++*checks;
+    }
     for (int i = 0; i < N_PROMPTS; ++i) ref_gpt2_cache_free(&caches[i]);
     free(step_ref), free(step_gpu), free(batch_logits);
 done:
@@ -245,6 +263,26 @@ done:
 }
 
 /* ---------------------------------------------------------------- --bench */
+
+/** ms per step of `steps` greedy steps of B sequences queued on the GPU (engine_generate), after a prefill. */
+static double time_generate(gpt2_engine *e, int B, int prompt, int steps, const int *tokens)
+{
+    int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *first = malloc((size_t)B * 4);
+    int *out = malloc((size_t)B * steps * 4);
+    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
+    const char *why = engine_prefill(e, B, seqs, tokens, lens, first, NULL);
+    double t0 = 0, t = NAN;
+    if (!why) {
+        WB_CUDA_CHECK(cudaDeviceSynchronize());
+        t0 = wb_wall_ms();
+        why = engine_generate(e, B, seqs, first, steps, out); /* it waits for the last step */
+        t = (wb_wall_ms() - t0) / steps;
+    }
+    if (why) fprintf(stderr, "generate: %s\n", why);
+    for (int b = 0; b < B; ++b) engine_release(e, b);
+    free(seqs), free(lens), free(first), free(out);
+    return why ? NAN : t;
+}
 
 /** Median of a few repetitions of fn, ms. */
 static double time_prefill(gpt2_engine *e, int B, int T, const int *tokens, int reps)
@@ -491,6 +529,14 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
         ms = time_decode(&e, PB, prompt, steps, tokens, NULL);
         add_row(&rep, "greedy decode, batch 8, CUDA graph", size, v, ms, (double)PB, PB * limit);
+        if (variant_decode_path(v) >= 2) { /* the persistent step, its tokens fed back on the GPU */
+            snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
+            ms = time_generate(&e, 1, prompt, steps, tokens);
+            add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", size, v, ms, 1.0, limit);
+            snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
+            ms = time_generate(&e, PB, prompt, steps, tokens);
+            add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", size, v, ms, (double)PB, PB * limit);
+        }
         /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
         engine_profile pp = {0}, pd = {0};
         printf("%s, where the time goes (each kind of kernel synchronised, so launch gaps are charged too):\n",
