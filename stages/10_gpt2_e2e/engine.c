@@ -662,6 +662,7 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
 const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out)
 {
     if (n < 1 || n > e->max_seqs || steps < 0) return "generate: batch size or steps out of range";
+    if (e->queue_steps < 1 || e->queue_steps > ENGINE_QUEUE_STEPS) return "generate: queue_steps must be 1..32";
     if (!engine_persistent_step(e, n)) { /* v1-v4, or rows that do not fit: step by step */
         int *cur = malloc((size_t)n * sizeof(int));
         memcpy(cur, tokens, (size_t)n * sizeof(int));
@@ -673,7 +674,7 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
         free(cur);
         return why;
     }
-    for (int i = 0; i < n; ++i) { /* every step fits: none fails once queued */
+    for (int i = 0; i < n; ++i) { /* every step fits in the context (a full page pool can still stop it) */
         int len = kv_seq_len(&e->kv, seqs[i]);
         if (len < 0) return "decode: unknown sequence";
         if (len + steps > e->cfg.max_T) return "generate: a sequence would pass the end of the context";

@@ -213,8 +213,14 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  *        tables: they do not depend on the tokens), queues their kernels, and
  *        waits once: the GPU runs the steps back to back. Otherwise it is a
  *        loop of engine_decode.
+ * @param e      the engine (v5-v10 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
+ * @param n      sequences
+ * @param seqs   their ids (live, each with room for `steps` more tokens in the context)
  * @param tokens one token each, fed to the first step
+ * @param steps  steps to decode
  * @param out    receives [steps][n] tokens: the token each step chose for each sequence
+ * @return NULL, or why not; after an error (a full page pool) the sequences may have pages for steps that did not
+ *         run: release them
  */
 const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out);
 
