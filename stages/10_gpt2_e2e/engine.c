@@ -164,7 +164,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
         free(t);
-        e->d_barrier = wb_device_alloc(sizeof(unsigned), "grid barrier");
+        e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
     }
 
     /* scratch */
@@ -693,12 +693,15 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
         WB_CUDA_CHECK(cudaMemcpyAsync(e->queue_d[0].slots, e->queue_h[0].slots, bytes, cudaMemcpyHostToDevice,
                                       cudaStreamPerThread));
         unsigned long long *keys_of[2] = {e->d_queue_best, e->d_queue_best + e->max_seqs}; /* by step parity */
+        /* each queued step its own barrier counter, all zeroed by one memset: no memset between two steps */
+        WB_CUDA_CHECK(cudaMemsetAsync(e->d_barrier + 1, 0, (size_t)queued * sizeof(unsigned), cudaStreamPerThread));
         for (int j = 0; j < queued; ++j) {
             const int s = s0 + j;
             TRY(copy_pages(e, copies[j], n_copies[j]));
             decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], keys_of[s % 2]);
             a.prev_best = s ? keys_of[(s + 1) % 2] : NULL; /* step 0 takes `tokens` */
             a.fed_tokens = e->d_fed + (size_t)j * n;
+            a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
             TRY(gpt2_decode_step(e->dtype, &a));
         }
         /* wait once: the tokens fed to steps s0 + 1 … are those steps s0 … chose; the last step's are its keys */

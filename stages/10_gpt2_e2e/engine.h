@@ -148,7 +148,7 @@ typedef struct {
     int head_in_ring;         /**< v10: and the LM head's weights come through the ring too */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
     void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
-    unsigned *d_barrier;      /**< v5: the grid barrier's counter */
+    unsigned *d_barrier;      /**< v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
     unsigned long long *d_trace; /**< v5: when not NULL, steps launched outside a graph write their trace here
                                       (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */

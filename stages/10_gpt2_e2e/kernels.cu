@@ -2050,7 +2050,7 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
         return "persistent decode step on tensor cores: needs the weight ring and fp16";
     if (a->head_ring && !a->tensor_cores) return "persistent decode step with the LM head in the ring: v10 is v9's, "
                                                  "it needs tensor_cores (and so the weight ring and fp16)";
-    WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
+    if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
         auto launch = [&](auto ring, auto mma, auto head_ring) -> const char * {

@@ -185,7 +185,8 @@ typedef struct {
     void *logits;              /**< [M][ldy] */
     int ldy;                   /**< row pitch of logits (>= V) */
     unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them */
-    unsigned *barrier;         /**< one counter for the grid barriers; the launcher zeroes it */
+    unsigned *barrier;         /**< one counter for the grid barriers; the launcher zeroes it, unless... */
+    int barrier_zeroed;        /**< ... the caller did (engine_generate: the queued steps' counters, in one memset) */
     int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
     int weight_ring;           /**< v7/v8 (sm_90): the copy engine brings each block's weights into a ring in its
                                     shared memory, phases ahead (l2_prefetch is then unused) */
