@@ -602,6 +602,12 @@ static const char *step_inputs(gpt2_engine *e, int n, const int *seqs, const int
     return NULL;
 }
 
+/** @brief The bytes of a step's inputs up to row n of its block tables (the last field): what a step uploads. */
+static size_t step_inputs_bytes(const gpt2_engine *e, const engine_step_inputs *in, int n)
+{
+    return (size_t)((char *)(in->tables + (size_t)n * e->kv.max_pages_per_seq) - (char *)in->slots);
+}
+
 /** @brief Copy-on-write of shared pages (forked sequences), every layer, before the step that appends to them. */
 static const char *copy_pages(gpt2_engine *e, const kv_page_copy *copies, int n_copies)
 {
@@ -624,9 +630,8 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     TRY(copy_pages(e, copies, n_copies));
     /* everything up to row n of the tables, in one asynchronous copy (the host buffer is pinned; it is rewritten
      * only after this step's result has been copied back, which waits for the copy) */
-    int max_pages = e->kv.max_pages_per_seq;
-    size_t bytes = (size_t)((char *)(in->tables + (size_t)n * max_pages) - (char *)in->slots);
-    WB_CUDA_CHECK(cudaMemcpyAsync(e->step_d.slots, in->slots, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+    WB_CUDA_CHECK(cudaMemcpyAsync(e->step_d.slots, in->slots, step_inputs_bytes(e, in, n), cudaMemcpyHostToDevice,
+                                  cudaStreamPerThread));
 
     if (e->profile || !e->use_graphs) {
         TRY(decode_kernels(e, n));
@@ -679,7 +684,7 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
         if (len < 0) return "decode: unknown sequence";
         if (len + steps > e->cfg.max_T) return "generate: a sequence would pass the end of the context";
     }
-    const int V = e->cfg.vocab, max_pages = e->kv.max_pages_per_seq;
+    const int V = e->cfg.vocab;
     for (int s0 = 0; s0 < steps; s0 += e->queue_steps) {
         const int queued = steps - s0 < e->queue_steps ? steps - s0 : e->queue_steps;
         kv_page_copy copies[ENGINE_QUEUE_STEPS][64];
@@ -688,8 +693,7 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
             n_copies[j] = 0;
             TRY(step_inputs(e, n, seqs, s0 + j ? NULL : tokens, &e->queue_h[j], copies[j], &n_copies[j]));
         }
-        size_t bytes = (size_t)(queued - 1) * e->queue_step_bytes +
-                       (size_t)((char *)(e->queue_h[0].tables + (size_t)n * max_pages) - (char *)e->queue_h[0].slots);
+        size_t bytes = (size_t)(queued - 1) * e->queue_step_bytes + step_inputs_bytes(e, &e->queue_h[0], n);
         WB_CUDA_CHECK(cudaMemcpyAsync(e->queue_d[0].slots, e->queue_h[0].slots, bytes, cudaMemcpyHostToDevice,
                                       cudaStreamPerThread));
         unsigned long long *keys_of[2] = {e->d_queue_best, e->d_queue_best + e->max_seqs}; /* by step parity */

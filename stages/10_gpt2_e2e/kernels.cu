@@ -954,6 +954,20 @@ static __device__ __forceinline__ void multiply_chunk(uint4 w16, const T *rows, 
     }
 }
 
+/** @brief The warp's dot products of one output, one per row (acc[m], a part per lane), reduced by the butterfly:
+ *         lane m gets row m's. */
+template <int ROWS>
+static __device__ __forceinline__ float reduce_rows_to_lanes(const float (&acc)[ROWS])
+{
+    float mine = 0.0f;
+#pragma unroll
+    for (int m = 0; m < ROWS; ++m) {
+        float s = warp_allreduce<SumOp>(acc[m]);
+        if (threadIdx.x % 32 == m) mine = s;
+    }
+    return mine;
+}
+
 /** @brief The LM head's logit of row m, output n: written, and kept in `best` if it is the row's largest so far. */
 template <typename T>
 static __device__ __forceinline__ void keep_logit(float logit, int m, int n, unsigned long long &best,
@@ -962,6 +976,19 @@ static __device__ __forceinline__ void keep_logit(float logit, int m, int n, uns
     store((T *)a.logits, (long long)m * a.ldy + n, logit);
     unsigned long long key = gpt2_argmax_key(logit, n);
     best = key > best ? key : best;
+}
+
+/** @brief An LM head tile's logits on tensor cores: lane (g, t) holds row g's outputs 2t and 2t + 1 of the tile
+ *         (acc[half][e], the two halves' parts), local outputs tile_o + 2t + e of `outs`, vocabulary n0 + those. */
+static __device__ __forceinline__ void keep_tile_logits(const float (&acc)[2][2], int tile_o, int outs, int n0,
+                                                        unsigned long long &best, const decode_step_args &a)
+{
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const int o = tile_o + 2 * t + e;
+        if (g < a.M && o < outs) keep_logit<__half>(acc[0][e] + acc[1][e], g, n0 + o, best, a);
+    }
 }
 
 /**
@@ -1336,12 +1363,7 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
 #pragma unroll 4
         for (int c = s * 32 + lane; c < p.chunks; c += 32 << p.log2S)
             multiply_chunk<T, ROWS>(ring.at(from, first + c), rows, K, c, acc);
-        float mine = 0.0f;
-#pragma unroll
-        for (int m = 0; m < ROWS; ++m) {
-            float t = warp_allreduce<SumOp>(acc[m]);
-            if (lane == m) mine = t;
-        }
+        const float mine = reduce_rows_to_lanes<ROWS>(acc);
         if (lane < ROWS) partial[u * ROWS + lane] = mine;
     }
 }
@@ -1519,7 +1541,6 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
                                                     const __half *rows, int K, unsigned long long &best,
                                                     const decode_step_args &a)
 {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int tiles = (p.outs + 7) / 8;
     HeadCursor use;
     use.start(p);
@@ -1535,12 +1556,8 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
             ahead.fetch(p, slot[2 * r], slot[2 * r + 1]); /* the slots are free: the unit STEP_SLOTS / 2 on */
             ahead.advance(p);
             if ((use.seg + 1) * MMA_SEGMENT_CHUNKS == p.chunks) { /* the tile is done: row g's outputs 2t, 2t + 1 */
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int o = use.tile * 8 + 2 * t + e;
-                    if (g < a.M && o < p.outs) keep_logit<__half>(acc[0][e] + acc[1][e], g, p.n0 + o, best, a);
-                    acc[0][e] = acc[1][e] = 0.0f;
-                }
+                keep_tile_logits(acc, use.tile * 8, p.outs, p.n0, best, a);
+                acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = 0.0f;
             }
             use.advance(p);
         }
@@ -1582,10 +1599,16 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
 /** @brief Pieces the warps read between two __syncthreads: 2 × 4 tiles, one tile per warp with tensor cores. */
 #define HEAD_ROUND_PIECES 2
 
+/** @brief The pieces of a block's share of the LM head of `outs` outputs. */
+static __host__ __device__ __forceinline__ int head_pieces(int outs)
+{
+    return (outs + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS;
+}
+
 /** @brief Most pieces of one block's share of the LM head (V outputs over `blocks`): the plan's extra entries. */
 static __host__ __device__ __forceinline__ int head_ring_pieces(int V, int blocks)
 {
-    return ((V + blocks - 1) / blocks + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS;
+    return head_pieces((V + blocks - 1) / blocks);
 }
 
 /** @brief Before the barrier of a LayerNorm phase: this lane's gain and shift of each 16-byte chunk of a row it
@@ -1671,7 +1694,7 @@ static __device__ __forceinline__ void head_piece_mma(const LinearShare &p, cons
                                                       int o0, int outs, int w, const __half *rows, int K,
                                                       unsigned long long &best, const decode_step_args &a)
 {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, tile = 8 * w;
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, tile = 8 * w;
     if (tile >= outs) return;
     const bool odd = g & 1;
     const int o = tile + g; /* this lane's output of the tile (B's column g) */
@@ -1686,11 +1709,7 @@ static __device__ __forceinline__ void head_piece_mma(const LinearShare &p, cons
         });
         mma_segment(acc, x, wt);
     }
-#pragma unroll
-    for (int e = 0; e < 2; ++e) { /* lane (g, t) holds row g's outputs 2t and 2t + 1 of the tile */
-        const int oe = tile + 2 * t + e;
-        if (g < a.M && oe < outs) keep_logit<__half>(acc[0][e] + acc[1][e], g, p.n0 + o0 + oe, best, a);
-    }
+    keep_tile_logits(acc, tile, outs, p.n0 + o0, best, a);
 }
 
 /** @brief The same on FFMA (1 or 2 rows): warp w (of 4 on the piece) takes outputs w, w + 4, …, each a whole K
@@ -1708,12 +1727,7 @@ static __device__ __forceinline__ void head_piece_ffma(const LinearShare &p, con
 #pragma unroll 4
         for (int c = lane; c < p.chunks; c += 32)
             multiply_chunk<T, ROWS>(ring.at(from, (unsigned)(o * p.chunks + c)), rows, K, c, acc);
-        float mine = 0.0f;
-#pragma unroll
-        for (int m = 0; m < ROWS; ++m) {
-            float s = warp_allreduce<SumOp>(acc[m]);
-            if (lane == m) mine = s;
-        }
+        const float mine = reduce_rows_to_lanes<ROWS>(acc);
         if (lane < a.M) keep_logit<T>(mine, lane, p.n0 + o0 + o, best, a);
     }
 }
@@ -1729,7 +1743,7 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
                                      unsigned long long &best, const decode_step_args &a)
 {
     constexpr int WARPS_PER_PIECE = STEP_WARPS / HEAD_ROUND_PIECES;
-    const int pieces = (p.outs + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS, warp = threadIdx.x / 32;
+    const int pieces = head_pieces(p.outs), warp = threadIdx.x / 32;
     for (int q0 = 0; q0 < pieces; q0 += HEAD_ROUND_PIECES) {
         const int q = q0 + warp / WARPS_PER_PIECE, o0 = q * HEAD_PIECE_OUTPUTS;
         if (q < pieces) {
@@ -1815,7 +1829,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (HEAD_RING) { /* v10: then the pieces of the block's share of the LM head */
             LinearPhase d = describe_phase(a, layers, 5 * L);
             LinearShare head = share_of<T>(d.w, d.N, d.K, false);
-            const int pieces = (head.outs + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS;
+            const int pieces = head_pieces(head.outs);
             for (int q = threadIdx.x; q < pieces; q += STEP_THREADS) {
                 const int outs = min(HEAD_PIECE_OUTPUTS, head.outs - q * HEAD_PIECE_OUTPUTS);
                 plan[4 * L + q] = {head.w + (long long)q * HEAD_PIECE_OUTPUTS * head.chunks, (unsigned)(outs * head.chunks)};

@@ -264,26 +264,6 @@ done:
 
 /* ---------------------------------------------------------------- --bench */
 
-/** ms per step of `steps` greedy steps of B sequences queued on the GPU (engine_generate), after a prefill. */
-static double time_generate(gpt2_engine *e, int B, int prompt, int steps, const int *tokens)
-{
-    int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *first = malloc((size_t)B * 4);
-    int *out = malloc((size_t)B * steps * 4);
-    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
-    const char *why = engine_prefill(e, B, seqs, tokens, lens, first, NULL);
-    double t0 = 0, t = NAN;
-    if (!why) {
-        WB_CUDA_CHECK(cudaDeviceSynchronize());
-        t0 = wb_wall_ms();
-        why = engine_generate(e, B, seqs, first, steps, out); /* it waits for the last step */
-        t = (wb_wall_ms() - t0) / steps;
-    }
-    if (why) fprintf(stderr, "generate: %s\n", why);
-    for (int b = 0; b < B; ++b) engine_release(e, b);
-    free(seqs), free(lens), free(first), free(out);
-    return why ? NAN : t;
-}
-
 /** Median of a few repetitions of fn, ms. */
 static double time_prefill(gpt2_engine *e, int B, int T, const int *tokens, int reps)
 {
@@ -331,13 +311,28 @@ static const char *timed_steps(gpt2_engine *e, int B, const int *seqs, int *cur,
 }
 
 /** Decode `steps` tokens for B sequences after a `prompt`-token prefill; ms per step. `prof`: profile the steps. */
-static double time_decode(gpt2_engine *e, int B, int prompt, int steps, const int *tokens, engine_profile *prof)
+/** The same steps queued on the GPU (engine_generate, which waits for the last): ms per step. */
+static const char *timed_generate(gpt2_engine *e, int B, const int *seqs, const int *cur, int steps, double *ms)
+{
+    int *out = malloc((size_t)B * steps * sizeof(int));
+    WB_CUDA_CHECK(cudaDeviceSynchronize());
+    double t0 = wb_wall_ms();
+    const char *why = engine_generate(e, B, seqs, cur, steps, out);
+    *ms = (wb_wall_ms() - t0) / steps;
+    free(out);
+    return why;
+}
+
+/** ms per greedy step of B sequences after a prompt each: step by step, or (queued) the steps queued on the GPU. */
+static double time_decode(gpt2_engine *e, int B, int prompt, int steps, const int *tokens, engine_profile *prof,
+                          int queued)
 {
     int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
     for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
     const char *why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
     double t = NAN;
-    if (!why) why = timed_steps(e, B, seqs, cur, steps, prof, &t);
+    if (!why && queued) why = timed_generate(e, B, seqs, cur, steps, &t);
+    else if (!why) why = timed_steps(e, B, seqs, cur, steps, prof, &t);
     if (why) fprintf(stderr, "decode: %s\n", why);
     for (int b = 0; b < B; ++b) engine_release(e, b);
     free(seqs), free(lens), free(cur);
@@ -521,20 +516,20 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         int prompt = PROMPT < c->max_T / 2 ? PROMPT : c->max_T / 2, steps = STEPS < c->max_T - prompt ? STEPS : c->max_T - prompt - 1;
         snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
         e.use_graphs = 0;
-        ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
+        ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
         add_row(&rep, "greedy decode, batch 1, kernel by kernel", size, v, ms, 1.0, limit);
         e.use_graphs = 1;
-        ms = time_decode(&e, 1, prompt, steps, tokens, NULL);
+        ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
         add_row(&rep, "greedy decode, batch 1, CUDA graph", size, v, ms, 1.0, limit);
         snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
-        ms = time_decode(&e, PB, prompt, steps, tokens, NULL);
+        ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
         add_row(&rep, "greedy decode, batch 8, CUDA graph", size, v, ms, (double)PB, PB * limit);
         if (variant_decode_path(v) >= 2) { /* the persistent step, its tokens fed back on the GPU */
             snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
-            ms = time_generate(&e, 1, prompt, steps, tokens);
+            ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 1);
             add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", size, v, ms, 1.0, limit);
             snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
-            ms = time_generate(&e, PB, prompt, steps, tokens);
+            ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
             add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", size, v, ms, (double)PB, PB * limit);
         }
         /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
@@ -548,7 +543,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
             e.profile = NULL;
             print_profile("prefill B8 x T1024", &pp);
         }
-        time_decode(&e, 1, prompt, 8, tokens, &pd);
+        time_decode(&e, 1, prompt, 8, tokens, &pd, 0);
         print_profile("decode batch 1, 8 steps", &pd);
         if (variant_decode_path(v) >= 2) {
             print_step_trace(&e, 1, prompt, tokens);
