@@ -90,13 +90,13 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v10) needs sm_90: the copy engine's bulk copies";
-    if (decode_path >= 4 && dtype != WB_F16) return "the step on tensor cores (v9, v10) takes fp16";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v11) needs sm_90: the copy engine's bulk copies";
+    if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
-    e->tensor_core_dots = decode_path >= 4;
-    e->head_in_ring = decode_path == 5;
+    e->tensor_core_dots = decode_path == 4 || (decode_path == 5 && dtype == WB_F16); /* v9, v10 */
+    e->head_in_ring = decode_path == 5; /* v10 (fp16), v11 (fp32) */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -213,14 +213,19 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     /* engine_generate's queue: the inputs of ENGINE_QUEUE_STEPS steps, and the keys and tokens steps pass on */
     e->queue_step_bytes = (step_bytes + 15) & ~(size_t)15; /* each step's slots (int64) stay aligned */
     unsigned char *queue_host, *queue_dev = wb_device_alloc(ENGINE_QUEUE_STEPS * e->queue_step_bytes, "queued steps");
-    WB_CUDA_CHECK(cudaMallocHost((void **)&queue_host, ENGINE_QUEUE_STEPS * e->queue_step_bytes));
+    WB_CUDA_CHECK(cudaMallocHost((void **)&queue_host, 2 * ENGINE_QUEUE_STEPS * e->queue_step_bytes));
     for (int j = 0; j < ENGINE_QUEUE_STEPS; ++j) {
-        step_inputs_at(queue_host + j * e->queue_step_bytes, max_seqs, pages_per_seq, &e->queue_h[j]);
+        for (int q = 0; q < 2; ++q)
+            step_inputs_at(queue_host + (q * ENGINE_QUEUE_STEPS + j) * e->queue_step_bytes, max_seqs, pages_per_seq,
+                           &e->queue_h[q][j]);
         step_inputs_at(queue_dev + j * e->queue_step_bytes, max_seqs, pages_per_seq, &e->queue_d[j]);
     }
     e->queue_steps = ENGINE_QUEUE_STEPS;
     e->d_queue_best = wb_device_alloc((size_t)2 * max_seqs * sizeof(unsigned long long), "queued argmax keys");
     e->d_fed = wb_device_alloc((size_t)ENGINE_QUEUE_STEPS * max_seqs * sizeof(int), "queued tokens"); /* [steps][n] */
+    WB_CUDA_CHECK(cudaMallocHost((void **)&e->h_fed, (size_t)2 * ENGINE_QUEUE_STEPS * max_seqs * sizeof(int)));
+    for (int q = 0; q < 2; ++q)
+        WB_CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)&e->queue_done[q], cudaEventDisableTiming));
     e->use_graphs = 1;
     return NULL;
 }
@@ -243,7 +248,10 @@ void engine_free(gpt2_engine *e)
                  e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
     if (e->step_h.slots) WB_CUDA_CHECK(cudaFreeHost(e->step_h.slots));
-    if (e->queue_h[0].slots) WB_CUDA_CHECK(cudaFreeHost(e->queue_h[0].slots));
+    if (e->queue_h[0][0].slots) WB_CUDA_CHECK(cudaFreeHost(e->queue_h[0][0].slots));
+    if (e->h_fed) WB_CUDA_CHECK(cudaFreeHost(e->h_fed));
+    for (int q = 0; q < 2; ++q)
+        if (e->queue_done[q]) WB_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e->queue_done[q]));
     kv_destroy(&e->kv);
     memset(e, 0, sizeof *e);
 }
@@ -656,14 +664,52 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  * launches, and the GPU waits for all of it: 30-37 µs a step on the H100
  * (v10's traced step against its timed one). But a step's inputs other than
  * its tokens — positions, slots, block tables — do not depend on the tokens.
- * So engine_generate works them out for up to queue_steps steps, uploads
- * them in one copy, and queues the steps' kernels without waiting: each step
- * reads its tokens from the argmax keys of the step before (decode_step_args.
- * prev_best), in two buffers that the steps take in turn, and writes the
- * tokens it was fed to d_fed, where the host finds them when it waits. A page
- * that a step must copy first (copy-on-write) is copied between two kernels,
- * in stream order.
+ * So engine_generate works them out for up to queue_steps steps (a queue),
+ * uploads them in one copy, and queues the steps' kernels without waiting:
+ * each step reads its tokens from the argmax keys of the step before
+ * (decode_step_args.prev_best), in two buffers that the steps take in turn,
+ * and writes the tokens it was fed to d_fed, copied back to the host after
+ * the queue's last kernel. A page that a step must copy first (copy-on-write)
+ * is copied between two kernels, in stream order.
+ *
+ * The host waits for a queue's tokens only after it has worked out and queued
+ * the next queue: the GPU never waits for the host between two queues. The
+ * next queue's uploads and memset are in stream order after this queue's
+ * kernels, so one device buffer serves both; its pinned host inputs and the
+ * tokens copied back take two buffers in turn.
  */
+
+/** Work out and queue steps s0 … s0 + queued − 1 (queue `q`, 0 or 1): their inputs, one upload, the barriers' memset,
+ *  the kernels, the fed tokens back to h_fed[q], and the event queue_done[q] after them. */
+static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const int *tokens, int s0, int queued, int q)
+{
+    kv_page_copy copies[ENGINE_QUEUE_STEPS][64];
+    int n_copies[ENGINE_QUEUE_STEPS];
+    engine_step_inputs *h = e->queue_h[q];
+    for (int j = 0; j < queued; ++j) {
+        n_copies[j] = 0;
+        TRY(step_inputs(e, n, seqs, s0 + j ? NULL : tokens, &h[j], copies[j], &n_copies[j]));
+    }
+    size_t bytes = (size_t)(queued - 1) * e->queue_step_bytes + step_inputs_bytes(e, &h[0], n);
+    WB_CUDA_CHECK(cudaMemcpyAsync(e->queue_d[0].slots, h[0].slots, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+    unsigned long long *keys_of[2] = {e->d_queue_best, e->d_queue_best + e->max_seqs}; /* by step parity */
+    /* each queued step its own barrier counter, all zeroed by one memset: no memset between two steps */
+    WB_CUDA_CHECK(cudaMemsetAsync(e->d_barrier + 1, 0, (size_t)queued * sizeof(unsigned), cudaStreamPerThread));
+    for (int j = 0; j < queued; ++j) {
+        const int s = s0 + j;
+        TRY(copy_pages(e, copies[j], n_copies[j]));
+        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], keys_of[s % 2]);
+        a.prev_best = s ? keys_of[(s + 1) % 2] : NULL; /* step 0 takes `tokens` */
+        a.fed_tokens = e->d_fed + (size_t)j * n;
+        a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
+        TRY(gpt2_decode_step(e->dtype, &a));
+    }
+    WB_CUDA_CHECK(cudaMemcpyAsync(e->h_fed + (size_t)q * ENGINE_QUEUE_STEPS * e->max_seqs, e->d_fed,
+                                  (size_t)queued * n * sizeof(int), cudaMemcpyDeviceToHost, cudaStreamPerThread));
+    WB_CUDA_CHECK(cudaEventRecord((cudaEvent_t)e->queue_done[q], cudaStreamPerThread));
+    return NULL;
+}
+
 const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out)
 {
     if (n < 1 || n > e->max_seqs || steps < 0) return "generate: batch size or steps out of range";
@@ -684,41 +730,27 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
         if (len < 0) return "decode: unknown sequence";
         if (len + steps > e->cfg.max_T) return "generate: a sequence would pass the end of the context";
     }
-    const int V = e->cfg.vocab;
-    for (int s0 = 0; s0 < steps; s0 += e->queue_steps) {
-        const int queued = steps - s0 < e->queue_steps ? steps - s0 : e->queue_steps;
-        kv_page_copy copies[ENGINE_QUEUE_STEPS][64];
-        int n_copies[ENGINE_QUEUE_STEPS];
-        for (int j = 0; j < queued; ++j) {
-            n_copies[j] = 0;
-            TRY(step_inputs(e, n, seqs, s0 + j ? NULL : tokens, &e->queue_h[j], copies[j], &n_copies[j]));
-        }
-        size_t bytes = (size_t)(queued - 1) * e->queue_step_bytes + step_inputs_bytes(e, &e->queue_h[0], n);
-        WB_CUDA_CHECK(cudaMemcpyAsync(e->queue_d[0].slots, e->queue_h[0].slots, bytes, cudaMemcpyHostToDevice,
-                                      cudaStreamPerThread));
-        unsigned long long *keys_of[2] = {e->d_queue_best, e->d_queue_best + e->max_seqs}; /* by step parity */
-        /* each queued step its own barrier counter, all zeroed by one memset: no memset between two steps */
-        WB_CUDA_CHECK(cudaMemsetAsync(e->d_barrier + 1, 0, (size_t)queued * sizeof(unsigned), cudaStreamPerThread));
-        for (int j = 0; j < queued; ++j) {
-            const int s = s0 + j;
-            TRY(copy_pages(e, copies[j], n_copies[j]));
-            decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], keys_of[s % 2]);
-            a.prev_best = s ? keys_of[(s + 1) % 2] : NULL; /* step 0 takes `tokens` */
-            a.fed_tokens = e->d_fed + (size_t)j * n;
-            a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
-            TRY(gpt2_decode_step(e->dtype, &a));
-        }
-        /* wait once: the tokens fed to steps s0 + 1 … are those steps s0 … chose; the last step's are its keys */
-        int *fed = malloc((size_t)queued * n * sizeof(int));
-        unsigned long long keys[64];
-        const int last = s0 + queued - 1;
-        WB_CUDA_CHECK(cudaMemcpy(fed, e->d_fed, (size_t)queued * n * sizeof(int), cudaMemcpyDeviceToHost));
-        WB_CUDA_CHECK(cudaMemcpy(keys, e->d_queue_best + (size_t)(last % 2) * e->max_seqs, (size_t)n * sizeof keys[0],
-                                 cudaMemcpyDeviceToHost));
-        for (int j = 1; j < queued; ++j)
+    const int Q = e->queue_steps, queues = (steps + Q - 1) / Q;
+    const char *why = NULL;
+    for (int k = 0; k <= queues && !why; ++k) {
+        if (k < queues) why = enqueue_steps(e, n, seqs, tokens, k * Q, steps - k * Q < Q ? steps - k * Q : Q, k % 2);
+        if (k == 0 || why) continue;
+        /* queue k − 1's tokens: those fed to its steps s0 + 1 …, chosen by the steps before them */
+        const int s0 = (k - 1) * Q, queued = steps - s0 < Q ? steps - s0 : Q;
+        const int *fed = e->h_fed + (size_t)((k - 1) % 2) * ENGINE_QUEUE_STEPS * e->max_seqs;
+        WB_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e->queue_done[(k - 1) % 2]));
+        for (int j = s0 ? 0 : 1; j < queued; ++j)
             memcpy(out + (size_t)(s0 + j - 1) * n, fed + (size_t)j * n, (size_t)n * sizeof(int));
-        for (int i = 0; i < n; ++i) out[(size_t)last * n + i] = gpt2_argmax_key_token(keys[i], V);
-        free(fed);
+    }
+    if (why) { /* steps queued before the error may still run: let them end before the caller frees anything */
+        WB_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+        return why;
+    }
+    if (steps) { /* the last step's tokens: its argmax keys */
+        unsigned long long keys[64];
+        WB_CUDA_CHECK(cudaMemcpy(keys, e->d_queue_best + (size_t)((steps - 1) % 2) * e->max_seqs,
+                                 (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; ++i) out[(size_t)(steps - 1) * n + i] = gpt2_argmax_key_token(keys[i], e->cfg.vocab);
     }
     return NULL;
 }

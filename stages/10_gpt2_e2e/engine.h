@@ -123,12 +123,15 @@ typedef struct {
     int64_t *h_slots;         /**< host staging of a prefill's slots */
     engine_step_inputs step_h; /**< a decode step's inputs, pinned host memory */
     engine_step_inputs step_d; /**< the same on the device: uploaded with one copy per step */
-    engine_step_inputs queue_h[ENGINE_QUEUE_STEPS]; /**< engine_generate: the queued steps' inputs, pinned host */
-    engine_step_inputs queue_d[ENGINE_QUEUE_STEPS]; /**< the same on the device, uploaded with one copy */
+    engine_step_inputs queue_h[2][ENGINE_QUEUE_STEPS]; /**< engine_generate: two queues' steps' inputs, pinned host
+                                                            (one is worked out while the GPU runs the other) */
+    engine_step_inputs queue_d[ENGINE_QUEUE_STEPS]; /**< a queue's steps' inputs on the device (one copy uploads them) */
     size_t queue_step_bytes;  /**< the bytes of one step's inputs in the queue (a multiple of 16) */
-    int queue_steps;          /**< steps queued before a wait (1..ENGINE_QUEUE_STEPS; --check makes it small) */
+    int queue_steps;          /**< steps in one queue (1..ENGINE_QUEUE_STEPS; --check makes it small) */
     unsigned long long *d_queue_best; /**< [2][max_seqs] argmax keys: a queued step reads one, writes the other */
     int *d_fed;               /**< [ENGINE_QUEUE_STEPS][n] the tokens each queued step was fed */
+    int *h_fed;               /**< [2][ENGINE_QUEUE_STEPS][max_seqs] pinned: two queues' d_fed, copied back */
+    void *queue_done[2];      /**< cudaEvent_t: each queue's tokens are on the host */
     int linear_variant;       /**< index into stage 04's linear_variants */
     int layernorm_variant;    /**< index into stage 05's layernorm_variants */
     int attention_variant;    /**< index into stage 06's attention_variants */
@@ -144,8 +147,8 @@ typedef struct {
     unsigned long long *d_best; /**< v3: the LM head's argmax key per sequence */
     int persistent_decode;    /**< v5: decode steps of up to DECODE_MAX_ROWS sequences are one persistent kernel */
     int weight_ring;          /**< v7/v8: that kernel's weights come by the copy engine into shared memory (sm_90) */
-    int tensor_core_dots;     /**< v9: and its linears' dot products run on tensor cores (fp16) */
-    int head_in_ring;         /**< v10: and the LM head's weights come through the ring too */
+    int tensor_core_dots;     /**< v9, v10: and its linears' dot products run on tensor cores (fp16) */
+    int head_in_ring;         /**< v10, v11: and the LM head's weights come through the ring too */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
     void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
     unsigned *d_barrier;      /**< v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
@@ -166,7 +169,8 @@ typedef struct {
  *        2: v5's persistent step (one kernel) where its rows fit, else v3's;
  *        3: v7's, the persistent step with its weights by the copy engine (sm_90);
  *        4: v9's, v7's step with its dot products on tensor cores (fp16, sm_90);
- *        5: v10's, v9's with the LM head's weights through the ring too
+ *        5: v10's, v9's with the LM head's weights through the ring too (fp16);
+ *        in fp32 v11's, v7's with the same LM head and LayerNorm rows
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)
@@ -208,12 +212,13 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
 
 /**
  * @brief Greedy decode of `steps` steps, each step's tokens fed from the step
- *        before on the GPU. With the persistent step (v5-v10), the host works
+ *        before on the GPU. With the persistent step (v5-v11), the host works
  *        out and uploads the inputs of up to queue_steps steps (slots, block
- *        tables: they do not depend on the tokens), queues their kernels, and
- *        waits once: the GPU runs the steps back to back. Otherwise it is a
- *        loop of engine_decode.
- * @param e      the engine (v5-v10 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
+ *        tables: they do not depend on the tokens) and queues their kernels;
+ *        it works out and queues the next queue before it waits for this
+ *        one's tokens, so the GPU runs all the steps back to back. Otherwise
+ *        it is a loop of engine_decode.
+ * @param e      the engine (v5-v11 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
  * @param n      sequences
  * @param seqs   their ids (live, each with room for `steps` more tokens in the context)
  * @param tokens one token each, fed to the first step

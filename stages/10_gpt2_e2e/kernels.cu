@@ -1593,22 +1593,26 @@ static __device__ __forceinline__ void run_head_mma(const LinearShare &p, uint4 
  * it requested before the barrier, and writes the row once.
  */
 
-/** @brief v10: outputs of the LM head per piece in the ring: 4 tiles of 8 (48 KB at C = 768 in fp16), so that at
- *         8 rows the ring holds three or four of them beside the rows. */
-#define HEAD_PIECE_OUTPUTS 32
+/** @brief v10: outputs of the LM head per piece in the ring, for `elem`-byte weights: 32 in fp16, 4 tiles of 8
+ *         (48 KB at C = 768), so that at 8 rows the ring holds three or four of them beside the rows; 16 in fp32
+ *         (v11), the same 48 KB. */
+static __host__ __device__ __forceinline__ constexpr int head_piece_outputs(size_t elem)
+{
+    return (int)(64 / elem);
+}
 /** @brief Pieces the warps read between two __syncthreads: 2 × 4 tiles, one tile per warp with tensor cores. */
 #define HEAD_ROUND_PIECES 2
 
-/** @brief The pieces of a block's share of the LM head of `outs` outputs. */
-static __host__ __device__ __forceinline__ int head_pieces(int outs)
+/** @brief The pieces of a block's share of the LM head of `outs` outputs of `elem` bytes each. */
+static __host__ __device__ __forceinline__ int head_pieces(int outs, size_t elem)
 {
-    return (outs + HEAD_PIECE_OUTPUTS - 1) / HEAD_PIECE_OUTPUTS;
+    return (outs + head_piece_outputs(elem) - 1) / head_piece_outputs(elem);
 }
 
 /** @brief Most pieces of one block's share of the LM head (V outputs over `blocks`): the plan's extra entries. */
-static __host__ __device__ __forceinline__ int head_ring_pieces(int V, int blocks)
+static __host__ __device__ __forceinline__ int head_ring_pieces(int V, int blocks, size_t elem)
 {
-    return head_pieces((V + blocks - 1) / blocks);
+    return head_pieces((V + blocks - 1) / blocks, elem);
 }
 
 /** @brief Before the barrier of a LayerNorm phase: this lane's gain and shift of each 16-byte chunk of a row it
@@ -1640,21 +1644,47 @@ static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const
  *        through L2) into registers, reduces its two sums with one
  *        butterfly, normalises in registers and writes the row to shared
  *        memory, rounded to T as layernorm_step_rows rounds it. Rows M ..
- *        ROWS − 1 are zero. One __syncthreads, at the end.
+ *        ROWS − 1 are zero. One __syncthreads, at the end. With src NULL
+ *        (the first QKV) row m is the embedding of sequence m, wte's row of
+ *        its token plus wpe's of its position, summed in registers (block 0
+ *        writes the sum to x, the residual stream): one pass there too,
+ *        where v9 stages it element by element and normalises in three.
  */
 template <typename T, int ROWS>
-static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K, const Prefetched &pre)
+static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K, const Prefetched &pre,
+                                            const decode_step_args &a)
 {
     constexpr int VEC = Vec16<T>::N, CHUNKS = ROWS_ONE_PASS_PER_LANE / VEC; /* a lane's chunks of a row */
     const int lane = threadIdx.x % 32;
     for (int m = threadIdx.x / 32; m < ROWS; m += STEP_WARPS) {
-        const uint4 *in = reinterpret_cast<const uint4 *>(src + (long long)m * K);
+        /* the first QKV's rows (src NULL): the embedding, wte's row of the token plus wpe's of the position, summed
+         * here and rounded to T as the residual stream holds it (block 0 writes it there, to x) */
+        const uint4 *in, *position = NULL;
+        uint4 *x = NULL;
+        if (src) {
+            in = reinterpret_cast<const uint4 *>(src + (long long)m * K);
+        } else {
+            const int token = m < M ? step_token(a, m) : 0, pos = m < M ? __ldg(a.positions + m) : 0;
+            in = reinterpret_cast<const uint4 *>((const T *)a.wte + (long long)token * K);
+            position = reinterpret_cast<const uint4 *>((const T *)a.wpe + (long long)pos * K);
+            if (blockIdx.x == 0) x = reinterpret_cast<uint4 *>((T *)a.x + (long long)m * K);
+        }
         uint4 *out = reinterpret_cast<uint4 *>(rows + (long long)m * K);
         float v[CHUNKS][VEC];
 #pragma unroll
         for (int i = 0; i < CHUNKS; ++i) { /* every load first: one trip to L2 */
             const int c = lane + 32 * i;
-            unpack16(m < M && c * VEC < K ? load_fresh(in + c) : make_uint4(0, 0, 0, 0), v[i], T());
+            const bool live = m < M && c * VEC < K;
+            unpack16(live ? load_fresh(in + c) : make_uint4(0, 0, 0, 0), v[i], T());
+            if (position && live) { /* the embedding: plus wpe, rounded to T */
+                float p[VEC];
+                unpack16(__ldg(position + c), p, T());
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) v[i][e] += p[e];
+                const uint4 sum = pack16(v[i], T());
+                unpack16(sum, v[i], T());
+                if (x) x[c] = sum;
+            }
         }
         if (m >= M) { /* a row of the tile with no sequence: zeros */
             for (int c = lane; c * VEC < K; c += 32) out[c] = make_uint4(0, 0, 0, 0);
@@ -1743,13 +1773,14 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
                                      unsigned long long &best, const decode_step_args &a)
 {
     constexpr int WARPS_PER_PIECE = STEP_WARPS / HEAD_ROUND_PIECES;
-    const int pieces = head_pieces(p.outs), warp = threadIdx.x / 32;
+    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T));
+    const int pieces = head_pieces(p.outs, sizeof(T)), warp = threadIdx.x / 32;
     for (int q0 = 0; q0 < pieces; q0 += HEAD_ROUND_PIECES) {
-        const int q = q0 + warp / WARPS_PER_PIECE, o0 = q * HEAD_PIECE_OUTPUTS;
+        const int q = q0 + warp / WARPS_PER_PIECE, o0 = q * PIECE_OUTPUTS;
         if (q < pieces) {
             ring.wait(first + q);
             const unsigned from = ring.start[(first + q) % RING_LINEARS];
-            const int outs = min(HEAD_PIECE_OUTPUTS, p.outs - o0), w = warp % WARPS_PER_PIECE;
+            const int outs = min(PIECE_OUTPUTS, p.outs - o0), w = warp % WARPS_PER_PIECE;
             if constexpr (MMA)
                 head_piece_mma<ROWS>(p, ring, from, o0, outs, w, rows, K, best, a);
             else
@@ -1780,7 +1811,8 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
  *        through registers: its share, 585 KB, is larger than the ring).
  *        v9 (MMA, fp16): and their dot products run on tensor cores.
  *        v10 (HEAD_RING): and the LM head's weights come through the ring too,
- *        the rows of a LayerNorm phase in one pass.
+ *        the rows of a LayerNorm phase in one pass. v11 (HEAD_RING, fp32):
+ *        v7 with v10's two changes, on FFMA.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
@@ -1793,11 +1825,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x, MMA) * ROWS); /* [M][max_pages] */
     __shared__ uint64_t ring_bars[RING_LINEARS];
     __shared__ unsigned ring_start[RING_LINEARS];
-    const int plan_entries = 4 * L + (HEAD_RING ? head_ring_pieces(a.V, gridDim.x) : 0);
+    const int plan_entries = 4 * L + (HEAD_RING ? head_ring_pieces(a.V, gridDim.x, sizeof(T)) : 0);
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA));
     WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA,
                                                                          plan_entries)),
-                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0}; /* v7-v10 (RING) only */
+                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0}; /* v7-v11 (RING) only */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
     GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
@@ -1829,10 +1861,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (HEAD_RING) { /* v10: then the pieces of the block's share of the LM head */
             LinearPhase d = describe_phase(a, layers, 5 * L);
             LinearShare head = share_of<T>(d.w, d.N, d.K, false);
-            const int pieces = head_pieces(head.outs);
+            constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T));
+            const int pieces = head_pieces(head.outs, sizeof(T));
             for (int q = threadIdx.x; q < pieces; q += STEP_THREADS) {
-                const int outs = min(HEAD_PIECE_OUTPUTS, head.outs - q * HEAD_PIECE_OUTPUTS);
-                plan[4 * L + q] = {head.w + (long long)q * HEAD_PIECE_OUTPUTS * head.chunks, (unsigned)(outs * head.chunks)};
+                const int outs = min(PIECE_OUTPUTS, head.outs - q * PIECE_OUTPUTS);
+                plan[4 * L + q] = {head.w + (long long)q * PIECE_OUTPUTS * head.chunks, (unsigned)(outs * head.chunks)};
             }
             ring.linears += pieces;
         }
@@ -1854,7 +1887,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             d = describe_phase(a, layers, i);
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
             const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
-            one_pass = HEAD_RING && d.src && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K;
+            one_pass = HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too (src NULL) */
             issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, one_pass ? NULL : d.ln_w,
                                  d.ln_b, d.K, !HEAD_RING && !from_ring && !head_mma); /* v10: no weights in registers */
             if (head_mma) head_mma_fetch(share, slot, head_ahead);
@@ -1866,7 +1899,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             attention_phase<T>(a, in, (const T *)W.k_pool, (const T *)W.v_pool);
         } else {
             if (one_pass) {
-                stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre);
+                stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             } else if (d.src) {
                 stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
             } else { /* the first QKV's rows: the embedding (block 0 also writes it to x, the residual stream) */
@@ -1925,7 +1958,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
 static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_ring)
 {
     const int vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
-    unsigned most = head_ring ? (unsigned)(HEAD_ROUND_PIECES * HEAD_PIECE_OUTPUTS) * (unsigned)(C / vec) : 0;
+    unsigned most = head_ring ? (unsigned)(HEAD_ROUND_PIECES * head_piece_outputs(elem)) * (unsigned)(C / vec) : 0;
     for (int i = 0; i < 4; ++i) {
         unsigned chunks = (unsigned)((shapes[i][0] + blocks - 1) / blocks) * (unsigned)(shapes[i][1] / vec);
         most = chunks > most ? chunks : most;
@@ -1962,9 +1995,9 @@ template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
 /** @brief The ring's plan: 4L linears, and v10's pieces of the LM head. */
-static int ring_plan_entries(int L, int V, int blocks, bool head_ring)
+static int ring_plan_entries(int L, int V, int blocks, size_t elem, bool head_ring)
 {
-    return 4 * L + (head_ring ? head_ring_pieces(V, blocks) : 0);
+    return 4 * L + (head_ring ? head_ring_pieces(V, blocks, elem) : 0);
 }
 
 template <typename T, int ROWS, bool MMA, bool HEAD_RING>
@@ -1972,7 +2005,7 @@ static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
-                            ring_plan_entries(a->L, a->V, blocks, HEAD_RING)) +
+                            ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 + ring_static_smem<T, ROWS, TC, HEAD_RING>();
 }
 
@@ -1984,8 +2017,8 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     if (M < 1 || M > DECODE_MAX_ROWS || C < DECODE_STEP_HEAD_DIM || C % DECODE_STEP_HEAD_DIM || a->L < 1 || a->V < 1)
         return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
-    if ((a->tensor_cores || a->head_ring) && dtype != WB_F16) return 0; /* v9's mma takes fp16, and v10 is v9's */
-    if (a->head_ring && !a->tensor_cores) return 0;
+    if (a->tensor_cores && dtype != WB_F16) return 0;   /* v9's mma takes fp16 */
+    if (a->head_ring && dtype == WB_F16 && !a->tensor_cores) return 0; /* in fp16 the head in the ring is v10's */
     auto for_rows = [&](auto t, auto mma, auto head_ring) -> size_t {
         using T = decltype(t);
         constexpr bool MMA = decltype(mma)::value, HEAD_RING = decltype(head_ring)::value;
@@ -1996,8 +2029,9 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
         default: return ring_step_smem<T, 8, MMA, HEAD_RING>(a, sms);
         }
     };
-    if (a->head_ring) return for_rows(__half(), std::true_type(), std::true_type());
+    if (a->head_ring && a->tensor_cores) return for_rows(__half(), std::true_type(), std::true_type());
     if (a->tensor_cores) return for_rows(__half(), std::true_type(), std::false_type());
+    if (a->head_ring) return for_rows(0.0f, std::false_type(), std::true_type()); /* v11 (fp32) */
     return dtype == WB_F16 ? for_rows(__half(), std::false_type(), std::false_type())
                            : for_rows(0.0f, std::false_type(), std::false_type());
 }
@@ -2017,7 +2051,7 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
     decode_step_args args = *a;
     if (RING) {
         size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
-                                         ring_plan_entries(a->L, a->V, blocks, HEAD_RING));
+                                         ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
@@ -2062,8 +2096,10 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     if (a->tensor_cores && (!a->weight_ring || dtype != WB_F16))
         return "persistent decode step on tensor cores: needs the weight ring and fp16";
-    if (a->head_ring && !a->tensor_cores) return "persistent decode step with the LM head in the ring: v10 is v9's, "
-                                                 "it needs tensor_cores (and so the weight ring and fp16)";
+    if (a->head_ring && !a->weight_ring) return "persistent decode step with the LM head in the ring: needs the "
+                                                "weight ring";
+    if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
+        return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
@@ -2081,6 +2117,8 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
         if constexpr (std::is_same<T, __half>::value) { /* v9 and v10: fp16 only (checked above) */
             if (a->head_ring) return launch(yes(), yes(), yes());
             if (a->tensor_cores) return launch(yes(), yes(), no());
+        } else if (a->head_ring) { /* v11: v7 with v10's LM head and LayerNorm rows, fp32 */
+            return launch(yes(), no(), yes());
         }
         return a->weight_ring ? launch(yes(), no(), no()) : launch(no(), no(), no());
     });

@@ -192,8 +192,9 @@ typedef struct {
                                     shared memory, phases ahead (l2_prefetch is then unused) */
     int tensor_cores;          /**< v9 (fp16, with the ring): the linears' dot products run on tensor cores
                                     (mma.sync m16n8k16) */
-    int head_ring;             /**< v10 (with tensor_cores): the LM head's weights come through the ring as well, in
-                                    pieces that land during the last layers; a LayerNorm's rows in one pass */
+    int head_ring;             /**< v10 (with tensor_cores), v11 (fp32, without): the LM head's weights come through
+                                    the ring as well, in pieces that land during the last layers; a LayerNorm's
+                                    rows in one pass */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
@@ -211,7 +212,8 @@ typedef struct {
  */
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a);
 
-/** @brief Launch one persistent decode step (a memset and one cooperative kernel); NULL, or why not. */
+/** @brief Launch one persistent decode step (a memset, unless barrier_zeroed, and one cooperative kernel); NULL, or
+ *         why not. */
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);
 
 #ifdef __cplusplus

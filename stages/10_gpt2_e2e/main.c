@@ -27,8 +27,8 @@
  *  decode step (prefill unchanged); v5 and v6 run that step as one persistent kernel; v7 and v8 bring that
  *  kernel's weights by the copy engine into shared memory (sm_90); v9 is v8 with the linears' dot products on
  *  tensor cores (fp16 only: in fp32 they would be TF32, a different precision); v10 is v9 with the LM head's
- *  weights through the ring too, and a LayerNorm's rows in one pass. */
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", NULL};
+ *  weights through the ring too, and a LayerNorm's rows in one pass; v11 is v7 (fp32) with those two. */
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -38,15 +38,20 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v5 + weights by the copy engine into shared memory, phases ahead (sm_90)",
                                            "v6 + weights by the copy engine (sm_90)",
                                            "v8 + the linears' dot products on tensor cores (mma.sync, sm_90)",
-                                           "v9 + the LM head through the ring, LayerNorm rows in one pass (sm_90)"};
-enum { N_VARIANTS = 10 };
+                                           "v9 + the LM head through the ring, LayerNorm rows in one pass (sm_90)",
+                                           "v7 + v10's LM head through the ring and LayerNorm rows (fp32, sm_90)"};
+enum { N_VARIANTS = 11 };
 
-/** @brief Storage of variant v (0-based): v1..v8 alternate fp32 and fp16; v9 and v10 (8, 9) are fp16. */
-static wb_dtype variant_dtype(int v) { return v % 2 || v >= 8 ? WB_F16 : WB_F32; }
+/** @brief Storage of variant v (0-based): v1..v8 alternate fp32 and fp16; v9 and v10 (8, 9) are fp16, v11 (10)
+ *  fp32. */
+static wb_dtype variant_dtype(int v) { return v == 10 ? WB_F32 : v % 2 || v >= 8 ? WB_F16 : WB_F32; }
 /** @brief Variant v's decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4), 2 the persistent
- *  step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in the ring (v10).
- *  Non-zero: its prefill is v1's or v2's. */
-static int variant_decode_path(int v) { return v >= 8 ? v - 4 : v >= 6 ? 3 : v >= 4 ? 2 : v >= 2 ? 1 : 0; }
+ *  step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in the ring (v10,
+ *  and v11 in fp32). Non-zero: its prefill is v1's or v2's. */
+static int variant_decode_path(int v)
+{
+    return v == 10 ? 5 : v >= 8 ? v - 4 : v >= 6 ? 3 : v >= 4 ? 2 : v >= 2 ? 1 : 0;
+}
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
