@@ -328,20 +328,28 @@ static const char *timed_generate(gpt2_engine *e, int B, const int *seqs, const 
     return why;
 }
 
-/** ms per greedy step of B sequences after a prompt each: step by step, or (queued) the steps queued on the GPU. */
+/** Runs of a timed decode (each a prefill, then the steps): the rows give their median. */
+enum { DECODE_RUNS = 5 };
+
+/** ms per greedy step of B sequences after a prompt each, the median of DECODE_RUNS runs (one run with `prof`, which
+ *  profiles it): step by step, or (queued) the steps queued on the GPU. */
 static double time_decode(gpt2_engine *e, int B, int prompt, int steps, const int *tokens, engine_profile *prof,
                           int queued)
 {
     int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
-    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
-    const char *why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
-    double t = NAN;
-    if (!why && queued) why = timed_generate(e, B, seqs, cur, steps, &t);
-    else if (!why) why = timed_steps(e, B, seqs, cur, steps, prof, &t);
+    double t[DECODE_RUNS];
+    const char *why = NULL;
+    const int runs = prof ? 1 : DECODE_RUNS;
+    for (int r = 0; r < runs && !why; ++r) {
+        for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
+        why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
+        if (!why && queued) why = timed_generate(e, B, seqs, cur, steps, &t[r]);
+        else if (!why) why = timed_steps(e, B, seqs, cur, steps, prof, &t[r]);
+        for (int b = 0; b < B; ++b) engine_release(e, b);
+    }
     if (why) fprintf(stderr, "decode: %s\n", why);
-    for (int b = 0; b < B; ++b) engine_release(e, b);
     free(seqs), free(lens), free(cur);
-    return why ? NAN : t;
+    return why ? NAN : wb_median(t, runs);
 }
 
 static void add_row(wb_report *rep, const char *problem, const char *size, int v, double ms, double tokens,
