@@ -438,11 +438,6 @@ int engine_persistent_step(const gpt2_engine *e, int n)
     return e->persistent_decode && n <= DECODE_MAX_ROWS && smem && smem <= wb_current_smem_per_block();
 }
 
-/**
- * v5's decode step for n sequences: one cooperative kernel (and the memset of
- * its barrier counter) runs everything decode_kernels_fused launches as 62
- * kernels.
- */
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
  *         to `best`. */
 static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const engine_step_inputs *in,
@@ -461,6 +456,11 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
     return a;
 }
 
+/**
+ * v5's decode step for n sequences: one cooperative kernel (and the memset of
+ * its barrier counter) runs everything decode_kernels_fused launches as 62
+ * kernels.
+ */
 static const char *decode_kernels_persistent(gpt2_engine *e, int n)
 {
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
@@ -710,6 +710,12 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     return NULL;
 }
 
+/** Steps in queue k of `steps` cut into queues of Q: Q, the last maybe fewer. */
+static int queue_length(int steps, int Q, int k)
+{
+    return steps - k * Q < Q ? steps - k * Q : Q;
+}
+
 const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out)
 {
     if (n < 1 || n > e->max_seqs || steps < 0) return "generate: batch size or steps out of range";
@@ -733,10 +739,10 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
     const int Q = e->queue_steps, queues = (steps + Q - 1) / Q;
     const char *why = NULL;
     for (int k = 0; k <= queues && !why; ++k) {
-        if (k < queues) why = enqueue_steps(e, n, seqs, tokens, k * Q, steps - k * Q < Q ? steps - k * Q : Q, k % 2);
+        if (k < queues) why = enqueue_steps(e, n, seqs, tokens, k * Q, queue_length(steps, Q, k), k % 2);
         if (k == 0 || why) continue;
         /* queue k − 1's tokens: those fed to its steps s0 + 1 …, chosen by the steps before them */
-        const int s0 = (k - 1) * Q, queued = steps - s0 < Q ? steps - s0 : Q;
+        const int s0 = (k - 1) * Q, queued = queue_length(steps, Q, k - 1);
         const int *fed = e->h_fed + (size_t)((k - 1) % 2) * ENGINE_QUEUE_STEPS * e->max_seqs;
         WB_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e->queue_done[(k - 1) % 2]));
         for (int j = s0 ? 0 : 1; j < queued; ++j)

@@ -2009,6 +2009,48 @@ static size_t ring_step_smem(const decode_step_args *a, int blocks)
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 + ring_static_smem<T, ROWS, TC, HEAD_RING>();
 }
 
+/** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
+ *         NULL: the rules both gpt2_decode_step_smem and gpt2_decode_step follow. */
+static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
+{
+    if (a->tensor_cores && (!a->weight_ring || dtype != WB_F16))
+        return "persistent decode step on tensor cores: needs the weight ring and fp16";
+    if (a->head_ring && !a->weight_ring) return "persistent decode step with the LM head in the ring: needs the "
+                                                "weight ring";
+    if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
+        return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
+    return NULL;
+}
+
+/**
+ * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS) with the storage type and the
+ *        template arguments (std::integral_constant values) of the kernel that
+ *        runs a->M rows with the flags of `a` (step_flags_refused said yes):
+ *        v5/v6 no ring; v7/v8 the ring; v9 and tensor cores (fp16); v10 the LM
+ *        head in the ring too (fp16); v11 the same without tensor cores (fp32).
+ */
+template <typename R, typename F>
+static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
+{
+    using yes = std::true_type;
+    using no = std::false_type;
+    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring) -> R {
+        switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
+        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>());
+        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>());
+        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>());
+        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>());
+        }
+    };
+    if (dtype == WB_F16) {
+        if (a->head_ring) return at_rows(__half(), yes(), yes(), yes());
+        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no());
+        return a->weight_ring ? at_rows(__half(), yes(), no(), no()) : at_rows(__half(), no(), no(), no());
+    }
+    if (a->head_ring) return at_rows(0.0f, yes(), no(), yes());
+    return a->weight_ring ? at_rows(0.0f, yes(), no(), no()) : at_rows(0.0f, no(), no(), no());
+}
+
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
 {
     int sms;
@@ -2016,24 +2058,12 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     const int M = a->M, C = a->C;
     if (M < 1 || M > DECODE_MAX_ROWS || C < DECODE_STEP_HEAD_DIM || C % DECODE_STEP_HEAD_DIM || a->L < 1 || a->V < 1)
         return 0;
+    if (step_flags_refused(dtype, a)) return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
-    if (a->tensor_cores && dtype != WB_F16) return 0;   /* v9's mma takes fp16 */
-    if (a->head_ring && dtype == WB_F16 && !a->tensor_cores) return 0; /* in fp16 the head in the ring is v10's */
-    auto for_rows = [&](auto t, auto mma, auto head_ring) -> size_t {
-        using T = decltype(t);
-        constexpr bool MMA = decltype(mma)::value, HEAD_RING = decltype(head_ring)::value;
-        switch (rows_for(M)) {
-        case 1: return ring_step_smem<T, 1, MMA, HEAD_RING>(a, sms);
-        case 2: return ring_step_smem<T, 2, MMA, HEAD_RING>(a, sms);
-        case 4: return ring_step_smem<T, 4, MMA, HEAD_RING>(a, sms);
-        default: return ring_step_smem<T, 8, MMA, HEAD_RING>(a, sms);
-        }
-    };
-    if (a->head_ring && a->tensor_cores) return for_rows(__half(), std::true_type(), std::true_type());
-    if (a->tensor_cores) return for_rows(__half(), std::true_type(), std::false_type());
-    if (a->head_ring) return for_rows(0.0f, std::false_type(), std::true_type()); /* v11 (fp32) */
-    return dtype == WB_F16 ? for_rows(__half(), std::false_type(), std::false_type())
-                           : for_rows(0.0f, std::false_type(), std::false_type());
+    return with_step_kernel<size_t>(dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows) {
+        return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value>(
+            a, sms);
+    });
 }
 
 /**
@@ -2094,32 +2124,10 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     int cc, sms;
     wb_current_gpu(&cc, &sms);
     if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
-    if (a->tensor_cores && (!a->weight_ring || dtype != WB_F16))
-        return "persistent decode step on tensor cores: needs the weight ring and fp16";
-    if (a->head_ring && !a->weight_ring) return "persistent decode step with the LM head in the ring: needs the "
-                                                "weight ring";
-    if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
-        return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
+    if (const char *why = step_flags_refused(dtype, a)) return why;
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
-    return dispatch(dtype, [&](auto t) -> const char * {
-        using T = decltype(t);
-        auto launch = [&](auto ring, auto mma, auto head_ring) -> const char * {
-            constexpr bool RING = decltype(ring)::value, MMA = decltype(mma)::value, HEAD = decltype(head_ring)::value;
-            switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: launch_step_rows */
-            case 1: return launch_step_rows<T, 1, RING, MMA, HEAD>(a, smem, sms);
-            case 2: return launch_step_rows<T, 2, RING, MMA, HEAD>(a, smem, sms);
-            case 4: return launch_step_rows<T, 4, RING, MMA, HEAD>(a, smem, sms);
-            default: return launch_step_rows<T, 8, RING, MMA, HEAD>(a, smem, sms);
-            }
-        };
-        using yes = std::true_type;
-        using no = std::false_type;
-        if constexpr (std::is_same<T, __half>::value) { /* v9 and v10: fp16 only (checked above) */
-            if (a->head_ring) return launch(yes(), yes(), yes());
-            if (a->tensor_cores) return launch(yes(), yes(), no());
-        } else if (a->head_ring) { /* v11: v7 with v10's LM head and LayerNorm rows, fp32 */
-            return launch(yes(), no(), yes());
-        }
-        return a->weight_ring ? launch(yes(), no(), no()) : launch(no(), no(), no());
+    return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows) {
+        return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
+                                decltype(head_ring)::value>(a, smem, sms);
     });
 }
