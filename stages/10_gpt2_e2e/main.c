@@ -561,6 +561,8 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         if (variant_decode_path(v) >= 2) {
             print_step_trace(&e, 1, prompt, tokens);
             print_step_trace(&e, PB, prompt, tokens);
+            if (variant_decode_path(v) >= 5) /* v10, v11: and at the last timed step's context (attention grows) */
+                print_step_trace(&e, PB, prompt + steps - 2, tokens);
         }
         /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
          * (v3/v4 fuse batches of up to 8; larger batches take v1/v2's GEMM path) */
