@@ -679,6 +679,18 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  * tokens copied back take two buffers in turn.
  */
 
+/** The argmax keys queued step s writes (step s + 1 reads them): two buffers, by the step's parity. */
+static unsigned long long *queued_keys(const gpt2_engine *e, int s)
+{
+    return e->d_queue_best + (size_t)(s % 2) * e->max_seqs;
+}
+
+/** Queue q's tokens copied back (pinned host memory, [ENGINE_QUEUE_STEPS][max_seqs]): the tokens its steps were fed. */
+static int *queue_fed_tokens(const gpt2_engine *e, int q)
+{
+    return e->h_fed + (size_t)q * ENGINE_QUEUE_STEPS * e->max_seqs;
+}
+
 /** Work out and queue steps s0 … s0 + queued − 1 (queue `q`, 0 or 1): their inputs, one upload, the barriers' memset,
  *  the kernels, the fed tokens back to h_fed[q], and the event queue_done[q] after them. */
 static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const int *tokens, int s0, int queued, int q)
@@ -692,19 +704,18 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     }
     size_t bytes = (size_t)(queued - 1) * e->queue_step_bytes + step_inputs_bytes(e, &h[0], n);
     WB_CUDA_CHECK(cudaMemcpyAsync(e->queue_d[0].slots, h[0].slots, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
-    unsigned long long *keys_of[2] = {e->d_queue_best, e->d_queue_best + e->max_seqs}; /* by step parity */
     /* each queued step its own barrier counter, all zeroed by one memset: no memset between two steps */
     WB_CUDA_CHECK(cudaMemsetAsync(e->d_barrier + 1, 0, (size_t)queued * sizeof(unsigned), cudaStreamPerThread));
     for (int j = 0; j < queued; ++j) {
         const int s = s0 + j;
         TRY(copy_pages(e, copies[j], n_copies[j]));
-        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], keys_of[s % 2]);
-        a.prev_best = s ? keys_of[(s + 1) % 2] : NULL; /* step 0 takes `tokens` */
+        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s));
+        a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
         TRY(gpt2_decode_step(e->dtype, &a));
     }
-    WB_CUDA_CHECK(cudaMemcpyAsync(e->h_fed + (size_t)q * ENGINE_QUEUE_STEPS * e->max_seqs, e->d_fed,
+    WB_CUDA_CHECK(cudaMemcpyAsync(queue_fed_tokens(e, q), e->d_fed,
                                   (size_t)queued * n * sizeof(int), cudaMemcpyDeviceToHost, cudaStreamPerThread));
     WB_CUDA_CHECK(cudaEventRecord((cudaEvent_t)e->queue_done[q], cudaStreamPerThread));
     return NULL;
@@ -720,15 +731,11 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
 {
     if (n < 1 || n > e->max_seqs || steps < 0) return "generate: batch size or steps out of range";
     if (e->queue_steps < 1 || e->queue_steps > ENGINE_QUEUE_STEPS) return "generate: queue_steps must be 1..32";
-    if (!engine_persistent_step(e, n)) { /* v1-v4, or rows that do not fit: step by step */
-        int *cur = malloc((size_t)n * sizeof(int));
-        memcpy(cur, tokens, (size_t)n * sizeof(int));
+    if (!engine_persistent_step(e, n)) { /* v1-v4, or rows that do not fit: step by step, each step fed the one
+                                          * before's tokens where it wrote them */
         const char *why = NULL;
-        for (int s = 0; s < steps && !why; ++s) {
-            why = engine_decode(e, n, seqs, cur, out + (size_t)s * n, NULL);
-            memcpy(cur, out + (size_t)s * n, (size_t)n * sizeof(int));
-        }
-        free(cur);
+        for (int s = 0; s < steps && !why; ++s)
+            why = engine_decode(e, n, seqs, s ? out + (size_t)(s - 1) * n : tokens, out + (size_t)s * n, NULL);
         return why;
     }
     for (int i = 0; i < n; ++i) { /* every step fits in the context (a full page pool can still stop it) */
@@ -743,7 +750,7 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
         if (k == 0 || why) continue;
         /* queue k − 1's tokens: those fed to its steps s0 + 1 …, chosen by the steps before them */
         const int s0 = (k - 1) * Q, queued = queue_length(steps, Q, k - 1);
-        const int *fed = e->h_fed + (size_t)((k - 1) % 2) * ENGINE_QUEUE_STEPS * e->max_seqs;
+        const int *fed = queue_fed_tokens(e, (k - 1) % 2);
         WB_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e->queue_done[(k - 1) % 2]));
         for (int j = s0 ? 0 : 1; j < queued; ++j)
             memcpy(out + (size_t)(s0 + j - 1) * n, fed + (size_t)j * n, (size_t)n * sizeof(int));
@@ -754,8 +761,7 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
     }
     if (steps) { /* the last step's tokens: its argmax keys */
         unsigned long long keys[64];
-        WB_CUDA_CHECK(cudaMemcpy(keys, e->d_queue_best + (size_t)((steps - 1) % 2) * e->max_seqs,
-                                 (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
+        WB_CUDA_CHECK(cudaMemcpy(keys, queued_keys(e, steps - 1), (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; ++i) out[(size_t)(steps - 1) * n + i] = gpt2_argmax_key_token(keys[i], e->cfg.vocab);
     }
     return NULL;

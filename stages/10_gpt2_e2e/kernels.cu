@@ -1615,6 +1615,12 @@ static __host__ __device__ __forceinline__ int head_ring_pieces(int V, int block
     return head_pieces((V + blocks - 1) / blocks, elem);
 }
 
+/** @brief The ring's plan: 4L linears, and v10's pieces of the LM head (the kernel and its launcher agree on it). */
+static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, int blocks, size_t elem, bool head_ring)
+{
+    return 4 * L + (head_ring ? head_ring_pieces(V, blocks, elem) : 0);
+}
+
 /** @brief Before the barrier of a LayerNorm phase: this lane's gain and shift of each 16-byte chunk of a row it
  *         normalises (k = (lane + 32·i)·VEC + v; ln_w and ln_b are whole cudaMalloc'd arrays: 16-byte aligned). */
 template <typename T>
@@ -1825,7 +1831,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x, MMA) * ROWS); /* [M][max_pages] */
     __shared__ uint64_t ring_bars[RING_LINEARS];
     __shared__ unsigned ring_start[RING_LINEARS];
-    const int plan_entries = 4 * L + (HEAD_RING ? head_ring_pieces(a.V, gridDim.x, sizeof(T)) : 0);
+    const int plan_entries = ring_plan_entries(L, a.V, gridDim.x, sizeof(T), HEAD_RING);
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA));
     WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA,
                                                                          plan_entries)),
@@ -1993,12 +1999,6 @@ static size_t ring_static_smem()
 /** @brief Whether the ROWS-row step of a variant that asks for tensor cores (MMA) runs them. */
 template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
-
-/** @brief The ring's plan: 4L linears, and v10's pieces of the LM head. */
-static int ring_plan_entries(int L, int V, int blocks, size_t elem, bool head_ring)
-{
-    return 4 * L + (head_ring ? head_ring_pieces(V, blocks, elem) : 0);
-}
 
 template <typename T, int ROWS, bool MMA, bool HEAD_RING>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)

@@ -315,7 +315,6 @@ static const char *timed_steps(gpt2_engine *e, int B, const int *seqs, int *cur,
     return why;
 }
 
-/** Decode `steps` tokens for B sequences after a `prompt`-token prefill; ms per step. `prof`: profile the steps. */
 /** The same steps queued on the GPU (engine_generate, which waits for the last): ms per step. */
 static const char *timed_generate(gpt2_engine *e, int B, const int *seqs, const int *cur, int steps, double *ms)
 {
