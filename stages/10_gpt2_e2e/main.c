@@ -42,16 +42,22 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v7 + v10's LM head through the ring and LayerNorm rows (fp32, sm_90)"};
 enum { N_VARIANTS = 11 };
 
-/** @brief Storage of variant v (0-based): v1..v8 alternate fp32 and fp16; v9 and v10 (8, 9) are fp16, v11 (10)
- *  fp32. */
-static wb_dtype variant_dtype(int v) { return v == 10 ? WB_F32 : v % 2 || v >= 8 ? WB_F16 : WB_F32; }
-/** @brief Variant v's decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4), 2 the persistent
- *  step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in the ring (v10,
- *  and v11 in fp32). Non-zero: its prefill is v1's or v2's. */
-static int variant_decode_path(int v)
+/** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
+ *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
+ *  the ring (v10, and v11 in fp32). A non-zero path prefills with v1's or v2's kernels. */
+static const struct {
+    wb_dtype dtype;
+    int decode_path;
+} variant_paths[N_VARIANTS] = {{WB_F32, 0}, {WB_F16, 0}, {WB_F32, 1}, {WB_F16, 1}, {WB_F32, 2}, {WB_F16, 2},
+                               {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}};
+/** @brief Storage of variant v (0-based). */
+static wb_dtype variant_dtype(int v)
 {
-    return v == 10 ? 5 : v >= 8 ? v - 4 : v >= 6 ? 3 : v >= 4 ? 2 : v >= 2 ? 1 : 0;
+    _Static_assert(sizeof variant_what / sizeof variant_what[0] == N_VARIANTS, "one description a variant");
+    return variant_paths[v].dtype;
 }
+/** @brief Variant v's decode path (engine_init's decode_path). */
+static int variant_decode_path(int v) { return variant_paths[v].decode_path; }
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
