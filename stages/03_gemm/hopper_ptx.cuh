@@ -86,6 +86,28 @@ static __device__ __forceinline__ unsigned smem_addr(const void *p) { return (un
                  : "memory");
 }
 
+/**
+ * @brief An L2 cache policy that marks the lines it touches evict-first: the
+ *        first that L2 replaces (stage 10's v12/v13: the weights, read once a
+ *        step, so the K/V cache that the next step reads again stays).
+ */
+[[maybe_unused]] static __device__ __forceinline__ uint64_t l2_policy_evict_first()
+{
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
+/** @brief bulk_load with an L2 cache policy (l2_policy_evict_first) for the lines it reads. */
+[[maybe_unused]] static __device__ __forceinline__ void bulk_load_with_policy(void *dst, const void *src, unsigned bytes,
+                                                                              uint64_t *bar, uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
+                 "%4;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+                 : "memory");
+}
+
 /** @brief TMA: copy the box at (column c0, row c1) of the tensor `map` into shared memory; signal `bar`. */
 [[maybe_unused]] static __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1,
                                                                     uint64_t *bar)

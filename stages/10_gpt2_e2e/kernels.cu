@@ -1297,6 +1297,7 @@ struct WeightRing {
     unsigned long long tail; /**< chunks given back */
     int next;                /**< the next linear to request */
     int freed;               /**< linears given back */
+    bool evict_first;        /**< v12/v13: the copies mark the weights evict-first in L2 (see the kernel) */
 
     /** @brief The producer, once: make the mbarriers (one arrival each: the producer's, with the bytes it expects). */
     __device__ void init()
@@ -1311,20 +1312,29 @@ struct WeightRing {
     {
 #if __CUDA_ARCH__ >= 900
         fence_shared_for_tma(); /* the reads of what was given back, before the copies overwrite it */
+        const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
         for (; next < linears && next - freed < RING_LINEARS; ++next) {
             const unsigned n = plan[next].n, at = (unsigned)(head % chunks), first = n < chunks - at ? n : chunks - at;
             if (head + n - tail > chunks) return; /* not yet: a linear's bytes come back first */
             uint64_t *bar = bars + next % RING_LINEARS;
             start[next % RING_LINEARS] = at;
             mbar_arrive_expect_bytes(bar, n * 16);
-            if (first) bulk_load(buf + at, plan[next].src, first * 16, bar);
-            if (n > first) bulk_load(buf, plan[next].src + first, (n - first) * 16, bar); /* the part past the end */
+            if (first) copy(buf + at, plan[next].src, first * 16, bar, policy);
+            if (n > first) copy(buf, plan[next].src + first, (n - first) * 16, bar, policy); /* the part past the end */
             head += n;
         }
 #else
         __trap(); /* the launcher takes the ring only on sm_90 */
 #endif
     }
+#if __CUDA_ARCH__ >= 900
+    /** @brief One bulk copy into the ring: plain (v7-v11), or with v12/v13's evict-first policy. */
+    __device__ __forceinline__ void copy(uint4 *dst, const uint4 *src, unsigned bytes, uint64_t *bar, uint64_t policy)
+    {
+        if (evict_first) bulk_load_with_policy(dst, src, bytes, bar, policy);
+        else bulk_load(dst, src, bytes, bar);
+    }
+#endif
     /** @brief Every thread: wait until linear j's bytes have landed. */
     __device__ __forceinline__ void wait(int j)
     {
@@ -1819,8 +1829,13 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
  *        v10 (HEAD_RING): and the LM head's weights come through the ring too,
  *        the rows of a LayerNorm phase in one pass. v11 (HEAD_RING, fp32):
  *        v7 with v10's two changes, on FFMA.
+ *        v12/v13 (EVICT_FIRST): v10/v11 with the ring's copies marked
+ *        evict-first in L2. A step reads each weight once, 250 MB in fp16
+ *        (500 MB in fp32), through a 50 MB L2; with the default policy they
+ *        push out what the next step reads again, the K/V cache above all.
+ *        Evict-first lines are the first that L2 replaces, so the K/V stay.
  */
-template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING>
+template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1835,7 +1850,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA));
     WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA,
                                                                          plan_entries)),
-                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0}; /* v7-v11 (RING) only */
+                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0, EVICT_FIRST}; /* RING only */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
     GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
@@ -2017,38 +2032,45 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
         return "persistent decode step on tensor cores: needs the weight ring and fp16";
     if (a->head_ring && !a->weight_ring) return "persistent decode step with the LM head in the ring: needs the "
                                                 "weight ring";
+    if (a->weights_evict_first && !a->head_ring)
+        return "persistent decode step with the weights evict-first in L2 (v12/v13): needs the LM head in the ring";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
 }
 
 /**
- * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS) with the storage type and the
- *        template arguments (std::integral_constant values) of the kernel that
- *        runs a->M rows with the flags of `a` (step_flags_refused said yes):
- *        v5/v6 no ring; v7/v8 the ring; v9 and tensor cores (fp16); v10 the LM
- *        head in the ring too (fp16); v11 the same without tensor cores (fp32).
+ * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST) with the storage
+ *        type and the template arguments (std::integral_constant values) of
+ *        the kernel that runs a->M rows with the flags of `a`
+ *        (step_flags_refused said yes): v5/v6 no ring; v7/v8 the ring; v9 and
+ *        tensor cores (fp16); v10 the LM head in the ring too (fp16); v11 the
+ *        same without tensor cores (fp32); v12/v13 v10/v11 with the weights
+ *        evict-first in L2.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
 {
     using yes = std::true_type;
     using no = std::false_type;
-    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring) -> R {
+    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict) -> R {
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
-        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>());
-        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>());
-        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>());
-        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>());
+        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict);
+        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict);
+        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict);
+        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict);
         }
     };
     if (dtype == WB_F16) {
-        if (a->head_ring) return at_rows(__half(), yes(), yes(), yes());
-        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no());
-        return a->weight_ring ? at_rows(__half(), yes(), no(), no()) : at_rows(__half(), no(), no(), no());
+        if (a->head_ring)
+            return a->weights_evict_first ? at_rows(__half(), yes(), yes(), yes(), yes())
+                                          : at_rows(__half(), yes(), yes(), yes(), no());
+        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no());
+        return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no()) : at_rows(__half(), no(), no(), no(), no());
     }
-    if (a->head_ring) return at_rows(0.0f, yes(), no(), yes());
-    return a->weight_ring ? at_rows(0.0f, yes(), no(), no()) : at_rows(0.0f, no(), no(), no());
+    if (a->head_ring)
+        return a->weights_evict_first ? at_rows(0.0f, yes(), no(), yes(), yes()) : at_rows(0.0f, yes(), no(), yes(), no());
+    return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no()) : at_rows(0.0f, no(), no(), no(), no());
 }
 
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
@@ -2060,7 +2082,7 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
         return 0;
     if (step_flags_refused(dtype, a)) return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
-    return with_step_kernel<size_t>(dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows) {
+    return with_step_kernel<size_t>(dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto) {
         return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value>(
             a, sms);
     });
@@ -2071,11 +2093,11 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        resident (the barrier's premise). With the ring (v7/v8), the ring
  *        takes all the shared memory that the rest of the block leaves.
  */
-template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING>
+template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
-    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING>;
+    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2126,8 +2148,8 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
-    return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows) {
+    return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows, auto evict) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
-                                decltype(head_ring)::value>(a, smem, sms);
+                                decltype(head_ring)::value, decltype(evict)::value>(a, smem, sms);
     });
 }

@@ -195,6 +195,8 @@ typedef struct {
     int head_ring;             /**< v10 (with tensor_cores), v11 (fp32, without): the LM head's weights come through
                                     the ring as well, in pieces that land during the last layers; a LayerNorm's
                                     rows in one pass */
+    int weights_evict_first;   /**< v12/v13 (with head_ring): the ring's copies mark the weights evict-first in
+                                    L2, so that the K/V cache stays there from one step to the next */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
