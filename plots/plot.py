@@ -169,10 +169,13 @@ def draw_serving(plt, rows, gpu_slug, out_dir):
     if not serving:
         return
     batch = lambda r: int(re.match(r"serving, batch (\d+)", r["problem"]).group(1))
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for v in sorted({r["variant"] for r in serving}, key=lambda v: int(v[1:])):
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    variants = sorted({r["variant"] for r in serving}, key=lambda v: int(v[1:]))
+    colors = plt.get_cmap("tab20").colors  # 20 distinct colours: the default cycle repeats after 10 variants
+    for i, v in enumerate(variants):
         rs = sorted((r for r in serving if r["variant"] == v), key=batch)
-        ax.plot([batch(r) for r in rs], [r["throughput"] for r in rs], "o-", label=f"{v}: {rs[0]['name']}")
+        ax.plot([batch(r) for r in rs], [r["throughput"] for r in rs], "o-", color=colors[i % len(colors)],
+                label=f"{v}: {rs[0]['name']}")
     for fp16, style in ((False, "--"), (True, ":")):
         rs = sorted((r for r in serving if (r["variant"] in STAGE10_FP16) == fp16), key=batch)
         if rs:
@@ -186,11 +189,10 @@ def draw_serving(plt, rows, gpu_slug, out_dir):
     ax.set_xlabel("sequences decoded together (batch)")
     ax.set_ylabel("tokens/s (all sequences)")
     ax.set_title(f"Stage 10: serving, mixed prompt lengths, on {serving[0]['gpu']}", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below the axes, not over the lines
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
     target = os.path.join(out_dir, f"stage10_serving_{gpu_slug}.png")
-    fig.savefig(target, dpi=110)
+    fig.savefig(target, dpi=110, bbox_inches="tight")  # the legend outside the axes included
     plt.close(fig)
     print(f"drew {os.path.relpath(target, ROOT)}")
 
