@@ -1830,8 +1830,8 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
  *        the rows of a LayerNorm phase in one pass. v11 (HEAD_RING, fp32):
  *        v7 with v10's two changes, on FFMA.
  *        v12/v13 (EVICT_FIRST): v10/v11 with the ring's copies marked
- *        evict-first in L2. A step reads each weight once, 250 MB in fp16
- *        (500 MB in fp32), through a 50 MB L2; with the default policy they
+ *        evict-first in L2. A step reads each weight once, 247 MB in fp16
+ *        (495 MB in fp32), through a 50 MB L2; with the default policy they
  *        push out what the next step reads again, the K/V cache above all.
  *        Evict-first lines are the first that L2 replaces, so the K/V stay.
  */

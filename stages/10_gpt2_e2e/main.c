@@ -139,6 +139,10 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
     float *gpu = malloc((size_t)total * V * 4), *ref = malloc((size_t)c->max_T * V * 4);
     int next[N_PROMPTS];
     char what[128];
+    /* (2)'s buffers and reference caches, freed at done: also when a step fails */
+    ref_gpt2_cache caches[N_PROMPTS];
+    int caches_made = 0;
+    float *step_ref = NULL, *step_gpu = NULL, *batch_logits = NULL;
 
     /* (1) prefill of the prompts together: every position against the reference's full forward */
     why = engine_prefill(&e, N_PROMPTS, seqs, tokens, lens, next, gpu);
@@ -155,12 +159,12 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
     }
 
     /* (2) decode: the sequences together, against the reference's cached step; greedy tokens (fp32) */
-    ref_gpt2_cache caches[N_PROMPTS];
-    float *step_ref = malloc((size_t)V * 4), *step_gpu = malloc((size_t)N_PROMPTS * V * 4);
-    float *batch_logits = malloc((size_t)STEPS * N_PROMPTS * V * 4); /* [step][sequence][V], for (4) */
+    step_ref = malloc((size_t)V * 4), step_gpu = malloc((size_t)N_PROMPTS * V * 4);
+    batch_logits = malloc((size_t)STEPS * N_PROMPTS * V * 4); /* [step][sequence][V], for (4) */
     int cur[N_PROMPTS], generated[N_PROMPTS][STEPS], greedy_same = 1, greedy_compared = 0;
     for (int i = 0; i < N_PROMPTS; ++i) {
         ref_gpt2_cache_init(&caches[i], c);
+        caches_made = i + 1;
         for (int t = 0; t < lens[i]; ++t) ref_gpt2_step(c, &m->w, &caches[i], tokens[offs[i] + t], step_ref);
         cur[i] = next[i];
     }
@@ -271,9 +275,9 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
         printf("  %-58s %s\n", "steps queued on the GPU choose the tokens of (2)", same ? "ok" : "FAIL");
         failed += !same, ++*checks;
     }
-    for (int i = 0; i < N_PROMPTS; ++i) ref_gpt2_cache_free(&caches[i]);
-    free(step_ref), free(step_gpu), free(batch_logits);
 done:
+    for (int i = 0; i < caches_made; ++i) ref_gpt2_cache_free(&caches[i]);
+    free(step_ref), free(step_gpu), free(batch_logits);
     free(tokens), free(gpu), free(ref);
     engine_free(&e);
     return failed;
