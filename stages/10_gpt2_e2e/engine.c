@@ -430,16 +430,6 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
-int engine_persistent_step(const gpt2_engine *e, int n)
-{
-    decode_step_args sizes = {.L = e->cfg.n_layer, .C = e->cfg.C, .V = e->cfg.vocab, .M = n,
-                              .max_pages = e->kv.max_pages_per_seq, .weight_ring = e->weight_ring,
-                              .tensor_cores = e->tensor_core_dots, .head_ring = e->head_in_ring,
-                              .weights_evict_first = e->weights_evict_first};
-    size_t smem = gpt2_decode_step_smem(e->dtype, &sizes);
-    return e->persistent_decode && n <= DECODE_MAX_ROWS && smem && smem <= wb_current_smem_per_block();
-}
-
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
  *         to `best`. */
 static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const engine_step_inputs *in,
@@ -456,6 +446,14 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .weight_ring = e->weight_ring, .tensor_cores = e->tensor_core_dots,
                           .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first};
     return a;
+}
+
+int engine_persistent_step(const gpt2_engine *e, int n)
+{
+    /* the arguments a step would take: the same sizes and flags, so the size asked is the size launched */
+    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best);
+    size_t smem = gpt2_decode_step_smem(e->dtype, &a);
+    return e->persistent_decode && n <= DECODE_MAX_ROWS && smem && smem <= wb_current_smem_per_block();
 }
 
 /**

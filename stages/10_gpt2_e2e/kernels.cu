@@ -2061,15 +2061,15 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
         default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict);
         }
     };
+    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11, or v12/v13 with the weights evict-first */
+        return a->weights_evict_first ? at_rows(t, yes(), mma, yes(), yes()) : at_rows(t, yes(), mma, yes(), no());
+    };
     if (dtype == WB_F16) {
-        if (a->head_ring)
-            return a->weights_evict_first ? at_rows(__half(), yes(), yes(), yes(), yes())
-                                          : at_rows(__half(), yes(), yes(), yes(), no());
+        if (a->head_ring) return head_ring(__half(), yes());
         if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no());
         return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no()) : at_rows(__half(), no(), no(), no(), no());
     }
-    if (a->head_ring)
-        return a->weights_evict_first ? at_rows(0.0f, yes(), no(), yes(), yes()) : at_rows(0.0f, yes(), no(), yes(), no());
+    if (a->head_ring) return head_ring(0.0f, no());
     return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no()) : at_rows(0.0f, no(), no(), no(), no());
 }
 
