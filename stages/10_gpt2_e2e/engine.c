@@ -90,14 +90,15 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v13) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v15) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
-    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12 */
-    e->head_in_ring = decode_path >= 5;          /* v10 and v12 (fp16), v11 and v13 (fp32) */
-    e->weights_evict_first = decode_path == 6; /* v12, v13 */
+    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14 */
+    e->head_in_ring = decode_path >= 5;        /* v10, v12 and v14 (fp16), v11, v13 and v15 (fp32) */
+    e->weights_evict_first = decode_path >= 6; /* v12-v15 */
+    e->producer_last_warp = decode_path == 7;  /* v14, v15 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -444,7 +445,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .hidden = e->hidden, .logits = e->logits, .ldy = e->vocab_padded, .best = best,
                           .barrier = e->d_barrier, .l2_prefetch = e->l2_prefetch, .trace = e->d_trace,
                           .weight_ring = e->weight_ring, .tensor_cores = e->tensor_core_dots,
-                          .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first};
+                          .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first,
+                          .producer_last_warp = e->producer_last_warp};
     return a;
 }
 

@@ -150,6 +150,7 @@ typedef struct {
     int tensor_core_dots;     /**< v9, v10: and its linears' dot products run on tensor cores (fp16) */
     int head_in_ring;         /**< v10, v11: and the LM head's weights come through the ring too */
     int weights_evict_first;  /**< v12, v13: and the ring's copies mark the weights evict-first in L2 */
+    int producer_last_warp;   /**< v14, v15: and the ring's producer is in the warp with the fewest dot products */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
     void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
     unsigned *d_barrier;      /**< v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
@@ -173,7 +174,8 @@ typedef struct {
  *        5: v10's, v9's with the LM head's weights through the ring too (fp16);
  *        in fp32 v11's, v7's with the same LM head and LayerNorm rows;
  *        6: v12's (fp16) and v13's (fp32), v10's and v11's with the weights
- *        evict-first in L2
+ *        evict-first in L2; 7: v14's (fp16) and v15's (fp32), v12's and
+ *        v13's with the ring's producer in the last warp
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

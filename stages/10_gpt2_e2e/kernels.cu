@@ -1269,6 +1269,15 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  *        v8 at batch 1: 326 µs a step against 298).
  */
 #define RING_PRODUCER 32
+/**
+ * @brief v14/v15's producer: lane 0 of the last warp. Its requests take a
+ *        while (a proxy fence, an mbarrier, one or two bulk copies), and the
+ *        block waits for its slowest warp at the __syncthreads after the dot
+ *        products. At 1 or 2 rows warp 1 has as many units as any (3 of
+ *        QKV's 17–18), warp 7 the fewest (2; none of proj's and fc-proj's
+ *        6), so there the requests overlap the other warps' dot products.
+ */
+#define RING_PRODUCER_LAST_WARP (STEP_THREADS - 32)
 
 /** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
 struct RingPlan {
@@ -1784,7 +1793,7 @@ static __device__ __forceinline__ void head_piece_ffma(const LinearShare &p, con
  *        the first piece of a round and 4-7 on the second; after each round
  *        the producer gives the round's pieces back and requests more.
  */
-template <typename T, int ROWS, bool MMA>
+template <typename T, int ROWS, bool MMA, int PRODUCER>
 static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int first, const T *rows, int K,
                                      unsigned long long &best, const decode_step_args &a)
 {
@@ -1803,7 +1812,7 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
                 head_piece_ffma<T, ROWS>(p, ring, from, o0, outs, w, rows, K, best, a);
         }
         __syncthreads(); /* every warp has read the round's pieces */
-        if (threadIdx.x == RING_PRODUCER) {
+        if (threadIdx.x == PRODUCER) {
             for (int r = q0; r < q0 + HEAD_ROUND_PIECES && r < pieces; ++r) ring.give_back();
             ring.request();
         }
@@ -1834,10 +1843,15 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
  *        (495 MB in fp32), through a 50 MB L2; with the default policy they
  *        push out what the next step reads again, the K/V cache above all.
  *        Evict-first lines are the first that L2 replaces, so the K/V stay.
+ *        v14/v15 (PRODUCER_LAST_WARP): v12/v13 with the ring's producer in
+ *        the last warp, which has the fewest dot products at 1 or 2 rows
+ *        (RING_PRODUCER_LAST_WARP).
  */
-template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false>
+template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
+          bool PRODUCER_LAST_WARP = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
+    constexpr int PRODUCER = PRODUCER_LAST_WARP ? RING_PRODUCER_LAST_WARP : RING_PRODUCER;
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -1891,7 +1905,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             ring.linears += pieces;
         }
         __syncthreads();
-        if (threadIdx.x == RING_PRODUCER) {
+        if (threadIdx.x == PRODUCER) {
             ring.init();
             ring.request();
         }
@@ -1940,15 +1954,15 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             if (from_ring) {
-                if (threadIdx.x == RING_PRODUCER) ring.request(); /* see RING_PRODUCER: when to request */
+                if (threadIdx.x == PRODUCER) ring.request(); /* see RING_PRODUCER: when to request */
                 ring.wait(d.linear);
                 if constexpr (MMA)
                     run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
                 else
                     run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
             } else if constexpr (HEAD_RING) { /* the LM head (the only linear not from_ring) */
-                if (threadIdx.x == RING_PRODUCER) ring.request();
-                run_head_ring<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
+                if (threadIdx.x == PRODUCER) ring.request();
+                run_head_ring<T, ROWS, MMA, PRODUCER>(share, ring, 4 * L, rows, d.K, best, a);
             } else if constexpr (MMA) {
                 run_head_mma<ROWS>(share, slot, head_ahead, rows, d.K, best, a);
             } else {
@@ -1959,7 +1973,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool);
         }
         if (i + 1 < P) barrier.arrive();
-        if (from_ring && threadIdx.x == RING_PRODUCER) { /* the phase's weights were read (finish_phase's
+        if (from_ring && threadIdx.x == PRODUCER) { /* the phase's weights were read (finish_phase's
                                                           * __syncthreads): its bytes go back */
             ring.give_back();
         }
@@ -2034,43 +2048,50 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
                                                 "weight ring";
     if (a->weights_evict_first && !a->head_ring)
         return "persistent decode step with the weights evict-first in L2 (v12/v13): needs the LM head in the ring";
+    if (a->producer_last_warp && !a->weights_evict_first)
+        return "persistent decode step with the producer in the last warp (v14/v15): needs the weights evict-first "
+               "in L2 (v12/v13)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
 }
 
 /**
- * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST) with the storage
- *        type and the template arguments (std::integral_constant values) of
- *        the kernel that runs a->M rows with the flags of `a`
- *        (step_flags_refused said yes): v5/v6 no ring; v7/v8 the ring; v9 and
- *        tensor cores (fp16); v10 the LM head in the ring too (fp16); v11 the
- *        same without tensor cores (fp32); v12/v13 v10/v11 with the weights
- *        evict-first in L2.
+ * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
+ *        PRODUCER_LAST_WARP) with the storage type and the template arguments
+ *        (std::integral_constant values) of the kernel that runs a->M rows
+ *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
+ *        v7/v8 the ring; v9 and tensor cores (fp16); v10 the LM head in the
+ *        ring too (fp16); v11 the same without tensor cores (fp32); v12/v13
+ *        v10/v11 with the weights evict-first in L2; v14/v15 v12/v13 with the
+ *        ring's producer in the last warp.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
 {
     using yes = std::true_type;
     using no = std::false_type;
-    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict) -> R {
+    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp) -> R {
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
-        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict);
-        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict);
-        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict);
-        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict);
+        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp);
+        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp);
+        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp);
+        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp);
         }
     };
-    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11, or v12/v13 with the weights evict-first */
-        return a->weights_evict_first ? at_rows(t, yes(), mma, yes(), yes()) : at_rows(t, yes(), mma, yes(), no());
+    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14/v15 */
+        if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes());
+        return a->weights_evict_first ? at_rows(t, yes(), mma, yes(), yes(), no())
+                                      : at_rows(t, yes(), mma, yes(), no(), no());
     };
     if (dtype == WB_F16) {
         if (a->head_ring) return head_ring(__half(), yes());
-        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no());
-        return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no()) : at_rows(__half(), no(), no(), no(), no());
+        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no(), no());
+        return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no(), no())
+                              : at_rows(__half(), no(), no(), no(), no(), no());
     }
     if (a->head_ring) return head_ring(0.0f, no());
-    return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no()) : at_rows(0.0f, no(), no(), no(), no());
+    return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no(), no()) : at_rows(0.0f, no(), no(), no(), no(), no());
 }
 
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
@@ -2082,7 +2103,7 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
         return 0;
     if (step_flags_refused(dtype, a)) return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
-    return with_step_kernel<size_t>(dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto) {
+    return with_step_kernel<size_t>(dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto) {
         return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value>(
             a, sms);
     });
@@ -2093,11 +2114,11 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        resident (the barrier's premise). With the ring (v7/v8), the ring
  *        takes all the shared memory that the rest of the block leaves.
  */
-template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST>
+template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
-    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST>;
+    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2148,8 +2169,10 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
-    return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows, auto evict) {
+    return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
+                                                        auto evict, auto last_warp) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
-                                decltype(head_ring)::value, decltype(evict)::value>(a, smem, sms);
+                                decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value>(
+            a, smem, sms);
     });
 }

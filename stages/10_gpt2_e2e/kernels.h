@@ -197,6 +197,8 @@ typedef struct {
                                     rows in one pass */
     int weights_evict_first;   /**< v12/v13 (with head_ring): the ring's copies mark the weights evict-first in
                                     L2, so that the K/V cache stays there from one step to the next */
+    int producer_last_warp;    /**< v14/v15 (with weights_evict_first): the ring's producer is lane 0 of the last
+                                    warp, which has the fewest dot products, instead of thread 32 */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
