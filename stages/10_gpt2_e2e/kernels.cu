@@ -1292,8 +1292,9 @@ static_assert(sizeof(RingPlan) == 16, "step_ring_offset counts 16 bytes a linear
  *        linears in order, four per block of the model) starts at chunk
  *        start[j % RING_LINEARS] and may wrap past the end; its bytes have
  *        landed when mbarrier j % RING_LINEARS completes its phase
- *        j / RING_LINEARS. head, tail, next and freed are kept by thread
- *        RING_PRODUCER: it alone requests and gives back.
+ *        j / RING_LINEARS. head, tail, next and freed are kept by the
+ *        producer (RING_PRODUCER, or v14/v15's RING_PRODUCER_LAST_WARP): it
+ *        alone requests and gives back.
  */
 struct WeightRing {
     uint4 *buf;              /**< the ring: `chunks` 16-byte chunks of shared memory */
@@ -1307,6 +1308,11 @@ struct WeightRing {
     int next;                /**< the next linear to request */
     int freed;               /**< linears given back */
     bool evict_first;        /**< v12/v13: the copies mark the weights evict-first in L2 (see the kernel) */
+    int producer;            /**< the thread that requests and gives back: RING_PRODUCER, or v14/v15's
+                                  RING_PRODUCER_LAST_WARP */
+
+    /** @brief Whether this thread is the producer. */
+    __device__ __forceinline__ bool is_producer() const { return (int)threadIdx.x == producer; }
 
     /** @brief The producer, once: make the mbarriers (one arrival each: the producer's, with the bytes it expects). */
     __device__ void init()
@@ -1793,7 +1799,7 @@ static __device__ __forceinline__ void head_piece_ffma(const LinearShare &p, con
  *        the first piece of a round and 4-7 on the second; after each round
  *        the producer gives the round's pieces back and requests more.
  */
-template <typename T, int ROWS, bool MMA, int PRODUCER>
+template <typename T, int ROWS, bool MMA>
 static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int first, const T *rows, int K,
                                      unsigned long long &best, const decode_step_args &a)
 {
@@ -1812,7 +1818,7 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
                 head_piece_ffma<T, ROWS>(p, ring, from, o0, outs, w, rows, K, best, a);
         }
         __syncthreads(); /* every warp has read the round's pieces */
-        if (threadIdx.x == PRODUCER) {
+        if (ring.is_producer()) {
             for (int r = q0; r < q0 + HEAD_ROUND_PIECES && r < pieces; ++r) ring.give_back();
             ring.request();
         }
@@ -1851,7 +1857,6 @@ template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_
           bool PRODUCER_LAST_WARP = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
-    constexpr int PRODUCER = PRODUCER_LAST_WARP ? RING_PRODUCER_LAST_WARP : RING_PRODUCER;
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -1864,7 +1869,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA));
     WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, MMA,
                                                                          plan_entries)),
-                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0, EVICT_FIRST}; /* RING only */
+                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0, EVICT_FIRST,
+                       PRODUCER_LAST_WARP ? RING_PRODUCER_LAST_WARP : RING_PRODUCER}; /* RING only */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
     GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
@@ -1905,7 +1911,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             ring.linears += pieces;
         }
         __syncthreads();
-        if (threadIdx.x == PRODUCER) {
+        if (ring.is_producer()) {
             ring.init();
             ring.request();
         }
@@ -1954,15 +1960,15 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             if (from_ring) {
-                if (threadIdx.x == PRODUCER) ring.request(); /* see RING_PRODUCER: when to request */
+                if (ring.is_producer()) ring.request(); /* see RING_PRODUCER: when to request */
                 ring.wait(d.linear);
                 if constexpr (MMA)
                     run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
                 else
                     run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
             } else if constexpr (HEAD_RING) { /* the LM head (the only linear not from_ring) */
-                if (threadIdx.x == PRODUCER) ring.request();
-                run_head_ring<T, ROWS, MMA, PRODUCER>(share, ring, 4 * L, rows, d.K, best, a);
+                if (ring.is_producer()) ring.request();
+                run_head_ring<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
             } else if constexpr (MMA) {
                 run_head_mma<ROWS>(share, slot, head_ahead, rows, d.K, best, a);
             } else {
@@ -1973,7 +1979,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool);
         }
         if (i + 1 < P) barrier.arrive();
-        if (from_ring && threadIdx.x == PRODUCER) { /* the phase's weights were read (finish_phase's
+        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's
                                                           * __syncthreads): its bytes go back */
             ring.give_back();
         }

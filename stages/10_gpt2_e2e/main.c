@@ -63,6 +63,7 @@ static const struct {
 static wb_dtype variant_dtype(int v)
 {
     _Static_assert(sizeof variant_what / sizeof variant_what[0] == N_VARIANTS, "one description a variant");
+    _Static_assert(sizeof variant_ids / sizeof variant_ids[0] == N_VARIANTS + 1, "one id a variant, then NULL");
     return variant_paths[v].dtype;
 }
 /** @brief Variant v's decode path (engine_init's decode_path). */
