@@ -147,9 +147,9 @@ typedef struct {
     unsigned long long *d_best; /**< v3: the LM head's argmax key per sequence */
     int persistent_decode;    /**< v5: decode steps of up to DECODE_MAX_ROWS sequences are one persistent kernel */
     int weight_ring;          /**< v7/v8: that kernel's weights come by the copy engine into shared memory (sm_90) */
-    int tensor_core_dots;     /**< v9, v10: and its linears' dot products run on tensor cores (fp16) */
-    int head_in_ring;         /**< v10, v11: and the LM head's weights come through the ring too */
-    int weights_evict_first;  /**< v12, v13: and the ring's copies mark the weights evict-first in L2 */
+    int tensor_core_dots;     /**< v9, v10, v12, v14: and its linears' dot products run on tensor cores (fp16) */
+    int head_in_ring;         /**< v10-v15: and the LM head's weights come through the ring too */
+    int weights_evict_first;  /**< v12-v15: and the ring's copies mark the weights evict-first in L2 */
     int producer_last_warp;   /**< v14, v15: and the ring's producer is in the warp with the fewest dot products */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
     void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */

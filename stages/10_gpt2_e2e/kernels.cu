@@ -1307,7 +1307,7 @@ struct WeightRing {
     unsigned long long tail; /**< chunks given back */
     int next;                /**< the next linear to request */
     int freed;               /**< linears given back */
-    bool evict_first;        /**< v12/v13: the copies mark the weights evict-first in L2 (see the kernel) */
+    bool evict_first;        /**< v12-v15: the copies mark the weights evict-first in L2 (see the kernel) */
     int producer;            /**< the thread that requests and gives back: RING_PRODUCER, or v14/v15's
                                   RING_PRODUCER_LAST_WARP */
 
@@ -1343,7 +1343,7 @@ struct WeightRing {
 #endif
     }
 #if __CUDA_ARCH__ >= 900
-    /** @brief One bulk copy into the ring: plain (v7-v11), or with v12/v13's evict-first policy. */
+    /** @brief One bulk copy into the ring: plain (v7-v11), or with v12-v15's evict-first policy. */
     __device__ __forceinline__ void copy(uint4 *dst, const uint4 *src, unsigned bytes, uint64_t *bar, uint64_t policy)
     {
         if (evict_first) bulk_load_with_policy(dst, src, bytes, bar, policy);
@@ -1979,8 +1979,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool);
         }
         if (i + 1 < P) barrier.arrive();
-        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's
-                                                          * __syncthreads): its bytes go back */
+        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
+                                                 * its bytes go back */
             ring.give_back();
         }
     }

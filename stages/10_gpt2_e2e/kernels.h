@@ -195,7 +195,7 @@ typedef struct {
     int head_ring;             /**< v10 (with tensor_cores), v11 (fp32, without): the LM head's weights come through
                                     the ring as well, in pieces that land during the last layers; a LayerNorm's
                                     rows in one pass */
-    int weights_evict_first;   /**< v12/v13 (with head_ring): the ring's copies mark the weights evict-first in
+    int weights_evict_first;   /**< v12-v15 (with head_ring): the ring's copies mark the weights evict-first in
                                     L2, so that the K/V cache stays there from one step to the next */
     int producer_last_warp;    /**< v14/v15 (with weights_evict_first): the ring's producer is lane 0 of the last
                                     warp, which has the fewest dot products, instead of thread 32 */
