@@ -84,22 +84,23 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 7) return "decode_path must be 0..7 (see engine.h)";
+    if (decode_path < 0 || decode_path > 8) return "decode_path must be 0..8 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v15) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v17) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
-    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14 */
-    e->head_in_ring = decode_path >= 5;        /* v10, v12 and v14 (fp16), v11, v13 and v15 (fp32) */
-    e->weights_evict_first = decode_path >= 6; /* v12-v15 */
-    e->producer_last_warp = decode_path == 7;  /* v14, v15 */
+    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14, v16 */
+    e->head_in_ring = decode_path >= 5;        /* v10, v12, v14, v16 (fp16), v11, v13, v15, v17 (fp32) */
+    e->weights_evict_first = decode_path >= 6; /* v12-v17 */
+    e->producer_last_warp = decode_path >= 7;  /* v14-v17 */
+    e->shaped_traffic = decode_path == 8;      /* v16, v17 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -447,7 +448,7 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .barrier = e->d_barrier, .l2_prefetch = e->l2_prefetch, .trace = e->d_trace,
                           .weight_ring = e->weight_ring, .tensor_cores = e->tensor_core_dots,
                           .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first,
-                          .producer_last_warp = e->producer_last_warp};
+                          .producer_last_warp = e->producer_last_warp, .shaped_traffic = e->shaped_traffic};
     return a;
 }
 

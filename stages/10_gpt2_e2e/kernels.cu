@@ -836,6 +836,19 @@ static __device__ __forceinline__ void prefetch_l2(const void *p, long long byte
 
 /** @brief 16 bytes of a row written in this step: through L2, never a stale L1 line. */
 static __device__ __forceinline__ uint4 load_fresh(const void *p) { return __ldcg(reinterpret_cast<const uint4 *>(p)); }
+/** @brief load_fresh with an L2 cache policy for the line (v16/v17's K and V: l2_policy_evict_first; sm_80). */
+static __device__ __forceinline__ uint4 load_fresh_with_policy(const void *p, uint64_t policy)
+{
+#if __CUDA_ARCH__ >= 800
+    uint4 v;
+    asm volatile("ld.global.cg.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(policy));
+    return v;
+#else
+    return load_fresh(p);
+#endif
+}
 
 /**
  * @brief The phase's input rows, after the barrier: M rows of K from `src`
@@ -1078,6 +1091,18 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
 
 
 /**
+ * @brief v16/v17: at 5-8 rows, the K and V of layers from this one on are
+ *        read evict-first in L2, so that the first layers' stay there for
+ *        the next step. Eight sequences' K and V (38-75 MB in fp16 at
+ *        context 130-256) do not all fit in L2 beside the weights; read in
+ *        the same order every step, each layer's pushed out the ones the
+ *        next step reads first. Measured on the H100 (v12, batch 8): keeping
+ *        the first 2, 3 or 4 layers' gave the same, 6 a little less, 8 none.
+ *        At 1 row every layer's fit, and keeping only some lost 4-5 µs.
+ */
+#define KV_KEPT_LAYERS 2
+
+/**
  * @brief The attention phase: (sequence, head) pairs go to blocks in turn;
  *        in a block the 16 warps take tiles of the context in turn (stage 09's
  *        layout: each token's K row read whole by consecutive lanes, every
@@ -1085,9 +1110,16 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
  *        softmax, and merge in shared memory — no partials in global memory,
  *        no second pass.
  */
-template <typename T>
-static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool)
+template <typename T, int ROWS, bool KEEP_FIRST_KV>
+static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool,
+                                       int layer)
 {
+    const bool kv_evict_first = KEEP_FIRST_KV && ROWS > 4 && layer >= KV_KEPT_LAYERS; /* v16/v17, 5-8 rows */
+#if __CUDA_ARCH__ >= 800
+    const uint64_t kv_policy = kv_evict_first ? l2_policy_evict_first() : 0;
+#else
+    const uint64_t kv_policy = 0;
+#endif
     constexpr int D = DECODE_STEP_HEAD_DIM, EP = Vec16<T>::N, CHUNKS = D / EP, TPP = 32 / CHUNKS;
     constexpr int TILE = STEP_ATT_PASSES * TPP; /* tokens per warp per tile */
     __shared__ float warp_m[STEP_WARPS], warp_l[STEP_WARPS], warp_o[STEP_WARPS][D];
@@ -1109,7 +1141,11 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
                 kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
                 if (t < len) {
                     long long off = (((long long)table[t / bs] * H + h) * bs + t % bs) * D + c * EP;
-                    kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
+                    if (kv_evict_first)
+                        kr[p] = load_fresh_with_policy(k_pool + off, kv_policy),
+                        vr[p] = load_fresh_with_policy(v_pool + off, kv_policy);
+                    else
+                        kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
                 }
             }
             float s[STEP_ATT_PASSES], tile_max = -INFINITY;
@@ -1278,6 +1314,26 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  *        6), so there the requests overlap the other warps' dot products.
  */
 #define RING_PRODUCER_LAST_WARP (STEP_THREADS - 32)
+/**
+ * @brief v17 (fp32): whether this block's producer also requests as
+ *        attention starts. In fp32 the ring holds less than a layer (215 KB
+ *        of weights a block), so the next linear fits only once QKV's bytes
+ *        are back, and all 132 blocks then requested it at proj's rows: 9.4
+ *        MB at once, 3.2 µs of DRAM, and the barrier after proj waited
+ *        2.6-2.8 µs for it (fp16: 0.6). At attention's start most blocks
+ *        have no (sequence, head) pair and nothing to do. All of those
+ *        requesting there moved the burst onto the pairs' K and V (H100: the
+ *        step 343 µs against 347); half of them (every other block) split it
+ *        in two, attention 4.5 → 5.1 µs and the barrier after proj 2.8 → 1.4
+ *        (the step 334-336 µs against 344-346). A third or two thirds of them
+ *        measured no better. In fp16 the ring holds two layers, and the same
+ *        requests lost.
+ */
+template <typename T>
+static __device__ __forceinline__ bool fp32_requests_at_attention(const decode_step_args &a)
+{
+    return sizeof(T) == 4 && (int)blockIdx.x >= a.M * a.H && blockIdx.x % 2 == 0;
+}
 
 /** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
 struct RingPlan {
@@ -1307,7 +1363,7 @@ struct WeightRing {
     unsigned long long tail; /**< chunks given back */
     int next;                /**< the next linear to request */
     int freed;               /**< linears given back */
-    bool evict_first;        /**< v12-v15: the copies mark the weights evict-first in L2 (see the kernel) */
+    bool evict_first;        /**< v12-v17: the copies mark the weights evict-first in L2 (see the kernel) */
     int producer;            /**< the thread that requests and gives back: RING_PRODUCER, or v14/v15's
                                   RING_PRODUCER_LAST_WARP */
 
@@ -1343,7 +1399,7 @@ struct WeightRing {
 #endif
     }
 #if __CUDA_ARCH__ >= 900
-    /** @brief One bulk copy into the ring: plain (v7-v11), or with v12-v15's evict-first policy. */
+    /** @brief One bulk copy into the ring: plain (v7-v11), or with v12-v17's evict-first policy. */
     __device__ __forceinline__ void copy(uint4 *dst, const uint4 *src, unsigned bytes, uint64_t *bar, uint64_t policy)
     {
         if (evict_first) bulk_load_with_policy(dst, src, bytes, bar, policy);
@@ -1748,20 +1804,18 @@ static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K,
     __syncthreads();
 }
 
-/** @brief v10's LM head, one piece with tensor cores: warp w (of 4 on the piece) runs tile w (8 outputs) over the
- *         whole K, as run_head_mma does, with the weights from the ring. */
+/** @brief An LM head tile (8 outputs from `tile` of a piece of `outs`) on tensor cores, over K's 64-wide segments
+ *         seg0 … seg1 − 1, added to acc, with the weights from the ring (as run_head_mma, from registers). */
 template <int ROWS>
-static __device__ __forceinline__ void head_piece_mma(const LinearShare &p, const WeightRing &ring, unsigned from,
-                                                      int o0, int outs, int w, const __half *rows, int K,
-                                                      unsigned long long &best, const decode_step_args &a)
+static __device__ __forceinline__ void head_tile_mma(float (&acc)[2][2], const LinearShare &p, const WeightRing &ring,
+                                                     unsigned from, int outs, int tile, int seg0, int seg1,
+                                                     const __half *rows, int K)
 {
-    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, tile = 8 * w;
-    if (tile >= outs) return;
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const bool odd = g & 1;
     const int o = tile + g; /* this lane's output of the tile (B's column g) */
-    float acc[2][2] = {};   /* [half][output 2t + e] */
 #pragma unroll 4
-    for (int seg = 0; seg < p.chunks / MMA_SEGMENT_CHUNKS; ++seg) {
+    for (int seg = seg0; seg < seg1; ++seg) {
         uint4 x[2], wt[2];
         load_rows_segment<ROWS>(x, rows, K, seg);
         load_halves(wt, odd, [&](int h) {
@@ -1770,18 +1824,31 @@ static __device__ __forceinline__ void head_piece_mma(const LinearShare &p, cons
         });
         mma_segment(acc, x, wt);
     }
+}
+
+/** @brief v10's LM head, one piece with tensor cores: warp w (of 4 on the piece) runs tile w (8 outputs) over the
+ *         whole K, as run_head_mma does, with the weights from the ring. */
+template <int ROWS>
+static __device__ __forceinline__ void head_piece_mma(const LinearShare &p, const WeightRing &ring, unsigned from,
+                                                      int o0, int outs, int w, const __half *rows, int K,
+                                                      unsigned long long &best, const decode_step_args &a)
+{
+    const int tile = 8 * w;
+    if (tile >= outs) return;
+    float acc[2][2] = {}; /* [half][output 2t + e] */
+    head_tile_mma<ROWS>(acc, p, ring, from, outs, tile, 0, p.chunks / MMA_SEGMENT_CHUNKS, rows, K);
     keep_tile_logits(acc, tile, outs, p.n0 + o0, best, a);
 }
 
-/** @brief The same on FFMA (1 or 2 rows): warp w (of 4 on the piece) takes outputs w, w + 4, …, each a whole K
- *         per warp, as run_phase_ring's units; lane m keeps row m's logit. */
+/** @brief The same on FFMA (1 or 2 rows): warp w (of `warps` on the piece: 4 in v10-v15, 8 in v16/v17) takes
+ *         outputs w, w + warps, …, each a whole K per warp, as run_phase_ring's units; lane m keeps row m's logit. */
 template <typename T, int ROWS>
 static __device__ __forceinline__ void head_piece_ffma(const LinearShare &p, const WeightRing &ring, unsigned from,
-                                                       int o0, int outs, int w, const T *rows, int K,
+                                                       int o0, int outs, int w, int warps, const T *rows, int K,
                                                        unsigned long long &best, const decode_step_args &a)
 {
     const int lane = threadIdx.x % 32;
-    for (int o = w; o < outs; o += STEP_WARPS / HEAD_ROUND_PIECES) {
+    for (int o = w; o < outs; o += warps) {
         float acc[ROWS];
 #pragma unroll
         for (int m = 0; m < ROWS; ++m) acc[m] = 0.0f;
@@ -1815,11 +1882,62 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
             if constexpr (MMA)
                 head_piece_mma<ROWS>(p, ring, from, o0, outs, w, rows, K, best, a);
             else
-                head_piece_ffma<T, ROWS>(p, ring, from, o0, outs, w, rows, K, best, a);
+                head_piece_ffma<T, ROWS>(p, ring, from, o0, outs, w, WARPS_PER_PIECE, rows, K, best, a);
         }
         __syncthreads(); /* every warp has read the round's pieces */
         if (ring.is_producer()) {
             for (int r = q0; r < q0 + HEAD_ROUND_PIECES && r < pieces; ++r) ring.give_back();
+            ring.request();
+        }
+    }
+}
+
+/**
+ * @brief v16/v17's LM head: the pieces one at a time, every warp on each.
+ *
+ *        In rounds of two pieces, the ring holds the round being read and
+ *        what is left of it: at 8 rows in fp16 the rows of 4C take 48 KB of
+ *        shared memory, the ring keeps three 48 KB pieces, and while a round
+ *        is read only one more is on its way from DRAM. Read one piece at a
+ *        time, the other two are in flight, and the block gives each piece
+ *        back as soon as it is read. On tensor cores the piece's 4 tiles go
+ *        to 8 warps by splitting K: warp w runs tile w % 4 over the first or
+ *        second half of K's segments, warps 4-7 leave their sums in shared
+ *        memory (two buffers, so that the next piece's cannot overwrite what
+ *        warps 0-3 have not read), and warps 0-3 add them and keep the
+ *        logits. On FFMA (1 or 2 rows) the 8 warps take the piece's outputs
+ *        in turn.
+ */
+template <typename T, int ROWS, bool MMA>
+static __device__ void run_head_ring_one_piece(const LinearShare &p, WeightRing &ring, int first, const T *rows,
+                                               int K, unsigned long long &best, const decode_step_args &a)
+{
+    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T));
+    const int pieces = head_pieces(p.outs, sizeof(T)), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int q = 0; q < pieces; ++q) {
+        ring.wait(first + q);
+        const unsigned from = ring.start[(first + q) % RING_LINEARS];
+        const int o0 = q * PIECE_OUTPUTS, outs = min(PIECE_OUTPUTS, p.outs - o0);
+        if constexpr (MMA) {
+            __shared__ float second_half[2][4][32][4]; /* [piece % 2][tile][lane][acc] */
+            const int tile = 8 * (warp % 4), half = warp / 4, segments = p.chunks / MMA_SEGMENT_CHUNKS;
+            float acc[2][2] = {};
+            if (tile < outs)
+                head_tile_mma<ROWS>(acc, p, ring, from, outs, tile, half * segments / 2, (half + 1) * segments / 2,
+                                    reinterpret_cast<const __half *>(rows), K);
+            float *sums = second_half[q % 2][warp % 4][lane];
+            if (half) sums[0] = acc[0][0], sums[1] = acc[0][1], sums[2] = acc[1][0], sums[3] = acc[1][1];
+            __syncthreads(); /* every warp has read the piece, and warps 4-7 have left their sums */
+            if (!half && tile < outs) {
+                acc[0][0] += sums[0], acc[0][1] += sums[1], acc[1][0] += sums[2], acc[1][1] += sums[3];
+                keep_tile_logits(acc, tile, outs, p.n0 + o0, best, a);
+            }
+        } else {
+            head_piece_ffma<T, ROWS>(p, ring, from, o0, outs, warp, STEP_WARPS, rows, K, best, a);
+            __syncthreads(); /* every warp has read the piece */
+        }
+        if (ring.is_producer()) { /* lane 0 of warp 7 (v16/v17's producer), which keeps no logits */
+            ring.give_back();
             ring.request();
         }
     }
@@ -1852,9 +1970,15 @@ static __device__ void run_head_ring(const LinearShare &p, WeightRing &ring, int
  *        v14/v15 (PRODUCER_LAST_WARP): v12/v13 with the ring's producer in
  *        the last warp, which has the fewest dot products at 1 or 2 rows
  *        (RING_PRODUCER_LAST_WARP).
+ *        v16/v17 (SHAPED_TRAFFIC): v14/v15 with three changes to when bytes
+ *        move and where they stay: the LM head's pieces one at a time
+ *        (run_head_ring_one_piece); at 5-8 rows, the K and V of the first
+ *        KV_KEPT_LAYERS layers kept in L2 (attention_phase); in fp32, half
+ *        of the blocks with no attention pair request as attention starts
+ *        (fp32_requests_at_attention).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
-          bool PRODUCER_LAST_WARP = false>
+          bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1937,7 +2061,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (i > 0) barrier.wait();
         if (attention) {
             const decode_layer_weights &W = layers[i / 5];
-            attention_phase<T>(a, in, (const T *)W.k_pool, (const T *)W.v_pool);
+            if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a) && ring.is_producer()) ring.request();
+            attention_phase<T, ROWS, SHAPED_TRAFFIC>(a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5);
         } else {
             if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
@@ -1968,7 +2093,10 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                     run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
             } else if constexpr (HEAD_RING) { /* the LM head (the only linear not from_ring) */
                 if (ring.is_producer()) ring.request();
-                run_head_ring<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
+                if constexpr (SHAPED_TRAFFIC)
+                    run_head_ring_one_piece<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
+                else
+                    run_head_ring<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
             } else if constexpr (MMA) {
                 run_head_mma<ROWS>(share, slot, head_ahead, rows, d.K, best, a);
             } else {
@@ -2009,13 +2137,14 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
-template <typename T, int ROWS, bool MMA, bool HEAD_RING>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
-    if (!bytes) {
+    if (!bytes) { /* v16/v17's LM head has its own (the second half's sums): asked of v16/v17's kernel */
         cudaFuncAttributes attr;
-        WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING>));
+        WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
+                                                                          SHAPED_TRAFFIC, SHAPED_TRAFFIC>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2035,13 +2164,14 @@ static size_t ring_static_smem()
 template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
-template <typename T, int ROWS, bool MMA, bool HEAD_RING>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
-           (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 + ring_static_smem<T, ROWS, TC, HEAD_RING>();
+           (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
+           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2057,6 +2187,8 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->producer_last_warp && !a->weights_evict_first)
         return "persistent decode step with the producer in the last warp (v14/v15): needs the weights evict-first "
                "in L2 (v12/v13)";
+    if (a->shaped_traffic && !a->producer_last_warp)
+        return "persistent decode step with v16/v17's traffic: needs the producer in the last warp (v14/v15)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2064,40 +2196,44 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP) with the storage type and the template arguments
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC) with the storage type and the
+ *        template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
  *        v7/v8 the ring; v9 and tensor cores (fp16); v10 the LM head in the
  *        ring too (fp16); v11 the same without tensor cores (fp32); v12/v13
  *        v10/v11 with the weights evict-first in L2; v14/v15 v12/v13 with the
- *        ring's producer in the last warp.
+ *        ring's producer in the last warp; v16/v17 v14/v15 with their traffic
+ *        shaped.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
 {
     using yes = std::true_type;
     using no = std::false_type;
-    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp) -> R {
+    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped) -> R {
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
-        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp);
-        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp);
-        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp);
-        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp);
+        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped);
+        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped);
+        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped);
+        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped);
         }
     };
-    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14/v15 */
-        if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes());
-        return a->weights_evict_first ? at_rows(t, yes(), mma, yes(), yes(), no())
-                                      : at_rows(t, yes(), mma, yes(), no(), no());
+    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14/v15; v16/v17 */
+        if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes());
+        if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no());
+        return a->weights_evict_first ? at_rows(t, yes(), mma, yes(), yes(), no(), no())
+                                      : at_rows(t, yes(), mma, yes(), no(), no(), no());
     };
     if (dtype == WB_F16) {
         if (a->head_ring) return head_ring(__half(), yes());
-        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no(), no());
-        return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no(), no())
-                              : at_rows(__half(), no(), no(), no(), no(), no());
+        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no(), no(), no());
+        return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no(), no(), no())
+                              : at_rows(__half(), no(), no(), no(), no(), no(), no());
     }
     if (a->head_ring) return head_ring(0.0f, no());
-    return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no(), no()) : at_rows(0.0f, no(), no(), no(), no(), no());
+    return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no(), no(), no())
+                          : at_rows(0.0f, no(), no(), no(), no(), no(), no());
 }
 
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
@@ -2109,10 +2245,11 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
         return 0;
     if (step_flags_refused(dtype, a)) return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
-    return with_step_kernel<size_t>(dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto) {
-        return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value>(
-            a, sms);
-    });
+    return with_step_kernel<size_t>(
+        dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped) {
+            return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value,
+                                  decltype(head_ring)::value, decltype(shaped)::value>(a, sms);
+        });
 }
 
 /**
@@ -2120,18 +2257,19 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        resident (the barrier's premise). With the ring (v7/v8), the ring
  *        takes all the shared memory that the rest of the block leaves.
  */
-template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP>
+template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
+          bool SHAPED_TRAFFIC>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
-    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP>;
+    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
     if (RING) {
         size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
-        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING>();
+        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -2176,9 +2314,9 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
-                                                        auto evict, auto last_warp) {
+                                                        auto evict, auto last_warp, auto shaped) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
-                                decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value>(
-            a, smem, sms);
+                                decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
+                                decltype(shaped)::value>(a, smem, sms);
     });
 }

@@ -195,10 +195,13 @@ typedef struct {
     int head_ring;             /**< v10 (with tensor_cores), v11 (fp32, without): the LM head's weights come through
                                     the ring as well, in pieces that land during the last layers; a LayerNorm's
                                     rows in one pass */
-    int weights_evict_first;   /**< v12-v15 (with head_ring): the ring's copies mark the weights evict-first in
+    int weights_evict_first;   /**< v12-v17 (with head_ring): the ring's copies mark the weights evict-first in
                                     L2, so that the K/V cache stays there from one step to the next */
-    int producer_last_warp;    /**< v14/v15 (with weights_evict_first): the ring's producer is lane 0 of the last
+    int producer_last_warp;    /**< v14-v17 (with weights_evict_first): the ring's producer is lane 0 of the last
                                     warp, which has the fewest dot products, instead of thread 32 */
+    int shaped_traffic;        /**< v16/v17 (with producer_last_warp): the LM head's pieces one at a time, the first
+                                    layers' K/V kept in L2 at 5-8 rows, and in fp32 half of the blocks with no
+                                    attention pair requesting as attention starts */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
