@@ -1096,9 +1096,10 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
  *        the next step. Eight sequences' K and V (38-75 MB in fp16 at
  *        context 130-256) do not all fit in L2 beside the weights; read in
  *        the same order every step, each layer's pushed out the ones the
- *        next step reads first. Measured on the H100 (v12, batch 8): keeping
- *        the first 2, 3 or 4 layers' gave the same, 6 a little less, 8 none.
- *        At 1 row every layer's fit, and keeping only some lost 4-5 µs.
+ *        next step reads first. Measured on the H100 at batch 8: keeping the
+ *        first 2, 3 or 4 layers' gave the same (on v16's LM head), 6 a little
+ *        less and 8 nothing (on v12). At 1 row every layer's fit, and keeping
+ *        only some lost 4-5 µs (v12).
  */
 #define KV_KEPT_LAYERS 2
 
@@ -1325,7 +1326,7 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  *        requesting there moved the burst onto the pairs' K and V (H100: the
  *        step 343 µs against 347); half of them (every other block) split it
  *        in two, attention 4.5 → 5.1 µs and the barrier after proj 2.8 → 1.4
- *        (the step 334-336 µs against 344-346). A third or two thirds of them
+ *        (the step 334-336 µs against 344-348). A third or two thirds of them
  *        measured no better. In fp16 the ring holds two layers, and the same
  *        requests lost.
  */
