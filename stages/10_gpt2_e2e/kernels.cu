@@ -841,7 +841,7 @@ static __device__ __forceinline__ uint4 load_fresh_with_policy(const void *p, ui
 {
 #if __CUDA_ARCH__ >= 800
     uint4 v;
-    asm volatile("ld.global.cg.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+    asm("ld.global.cg.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p), "l"(policy));
     return v;
