@@ -84,23 +84,24 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 8) return "decode_path must be 0..8 (see engine.h)";
+    if (decode_path < 0 || decode_path > 9) return "decode_path must be 0..9 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v17) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v19) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
-    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14, v16 */
-    e->head_in_ring = decode_path >= 5;        /* v10, v12, v14, v16 (fp16), v11, v13, v15, v17 (fp32) */
-    e->weights_evict_first = decode_path >= 6; /* v12-v17 */
-    e->producer_last_warp = decode_path >= 7;  /* v14-v17 */
-    e->shaped_traffic = decode_path == 8;      /* v16, v17 */
+    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14, v16, v18 */
+    e->head_in_ring = decode_path >= 5;        /* v10, v12, v14, v16, v18 (fp16), v11, v13, v15, v17, v19 (fp32) */
+    e->weights_evict_first = decode_path >= 6; /* v12-v19 */
+    e->producer_last_warp = decode_path >= 7;  /* v14-v19 */
+    e->shaped_traffic = decode_path >= 8;      /* v16-v19 */
+    e->split_attention = decode_path == 9;     /* v18, v19 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -169,6 +170,11 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
         free(t);
         e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
+    }
+    if (e->split_attention) { /* v18/v19; NaN until a split writes its part, so that a part never written shows */
+        size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
+        e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
+        WB_CUDA_CHECK(cudaMemset(e->d_att_parts, 0xff, bytes));
     }
 
     /* scratch */
@@ -246,7 +252,8 @@ void engine_free(gpt2_engine *e)
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
-                 e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed};
+                 e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
+                 e->d_att_parts};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
                  e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots};
@@ -448,7 +455,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .barrier = e->d_barrier, .l2_prefetch = e->l2_prefetch, .trace = e->d_trace,
                           .weight_ring = e->weight_ring, .tensor_cores = e->tensor_core_dots,
                           .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first,
-                          .producer_last_warp = e->producer_last_warp, .shaped_traffic = e->shaped_traffic};
+                          .producer_last_warp = e->producer_last_warp, .shaped_traffic = e->shaped_traffic,
+                          .split_attention = e->split_attention, .att_parts = e->d_att_parts};
     return a;
 }
 

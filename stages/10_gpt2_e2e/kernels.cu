@@ -1104,6 +1104,93 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
 #define KV_KEPT_LAYERS 2
 
 /**
+ * @brief v18/v19: how many blocks share each (sequence, head) pair's
+ *        attention this step: one per pass of a block's warps over the
+ *        longest context (STEP_WARPS warps × a tile of STEP_ATT_PASSES loads
+ *        a lane: 128 tokens in fp32, 256 in fp16), as many as the blocks
+ *        with no pair allow, at most ATT_MAX_SPLITS. One block reads a
+ *        pair's context in passes, each an L2 round trip after the one
+ *        before; at batch 1 attention keeps 12 of the 132 blocks busy, and
+ *        in fp32 every context past 128 tokens takes a second pass. Split,
+ *        each block reads one pass's tokens and keeps its part unnormalised
+ *        (its running max and sum beside it), and proj's rows merge the
+ *        parts (stage_attention_rows), as flash-decoding does.
+ */
+template <typename T, int ROWS, bool SPLIT>
+static __device__ __forceinline__ int attention_splits(const decode_step_args &a, const StepInputs &in)
+{
+    if constexpr (!SPLIT || ROWS > ATT_SPLIT_MAX_ROWS) {
+        return 1;
+    } else {
+        constexpr int PASS_TOKENS = STEP_WARPS * STEP_ATT_PASSES * (32 / (DECODE_STEP_HEAD_DIM / Vec16<T>::N));
+        int longest = 1;
+        for (int m = 0; m < a.M; ++m) longest = max(longest, in.lens[m]);
+        const int wanted = (longest + PASS_TOKENS - 1) / PASS_TOKENS, room = (int)gridDim.x / (a.M * a.H);
+        return max(1, min(min(wanted, room), ATT_MAX_SPLITS));
+    }
+}
+
+/**
+ * @brief v18/v19: where split s of row m keeps head h's part: its 64
+ *        unnormalised outputs, then its running max and sum (and 2 floats
+ *        of padding, so that the next head's outputs start on 16 bytes).
+ *        The (max, sum) sit in the head's own lines: each of those is read
+ *        by one warp of every block, as each line of the outputs is. Kept
+ *        apart, the (max, sum) of all the heads filled one or two lines that
+ *        six warps of every block read: proj's rows took 1.04-1.07 µs at
+ *        batch 1 on the H100, against 0.92-0.97 (v17's: 0.50).
+ */
+static __device__ __forceinline__ float *att_part(const decode_step_args &a, int m, int s, int h)
+{
+    return a.att_parts + (((long long)m * ATT_MAX_SPLITS + s) * a.H + h) * ATT_PART_FLOATS;
+}
+
+/**
+ * @brief v18/v19: proj's rows from the attention's S splits. Each thread
+ *        merges 4 columns of a row: it loads the S parts and their (max,
+ *        sum) together (one L2 round trip, as stage_step_rows), rescales
+ *        each part to the largest max, adds, and divides by the sum, then
+ *        rounds to T as attention_phase stores its output.
+ */
+template <typename T, int ROWS>
+static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, int S)
+{
+    constexpr int D = DECODE_STEP_HEAD_DIM;
+    const int C = a.C;
+    for (int i = threadIdx.x; i < ROWS * C / 4; i += STEP_THREADS) {
+        const int m = i * 4 / C, c = i * 4 - m * C;
+        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (m < a.M) {
+            float4 part[ATT_MAX_SPLITS];
+            float2 max_sum[ATT_MAX_SPLITS];
+#pragma unroll
+            for (int s = 0; s < ATT_MAX_SPLITS; ++s) /* unrolled, so that the S loads are in flight together */
+                if (s < S) {
+                    const float *p = att_part(a, m, s, c / D);
+                    part[s] = __ldcg(reinterpret_cast<const float4 *>(p + c % D));
+                    max_sum[s] = __ldcg(reinterpret_cast<const float2 *>(p + D));
+                }
+            float most = -INFINITY, sum = 0.0f;
+#pragma unroll
+            for (int s = 0; s < ATT_MAX_SPLITS; ++s)
+                if (s < S) most = fmaxf(most, max_sum[s].x);
+#pragma unroll
+            for (int s = 0; s < ATT_MAX_SPLITS; ++s)
+                if (s < S) { /* a split with no tokens has max −∞ and adds nothing */
+                    const float f = max_sum[s].x == -INFINITY ? 0.0f : exp2f(max_sum[s].x - most);
+                    sum += f * max_sum[s].y;
+                    o[0] += f * part[s].x, o[1] += f * part[s].y, o[2] += f * part[s].z, o[3] += f * part[s].w;
+                }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) o[k] /= sum;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) store(rows, (long long)m * C + c + k, o[k]);
+    }
+    __syncthreads();
+}
+
+/**
  * @brief The attention phase: (sequence, head) pairs go to blocks in turn;
  *        in a block the 16 warps take tiles of the context in turn (stage 09's
  *        layout: each token's K row read whole by consecutive lanes, every
@@ -1111,9 +1198,9 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
  *        softmax, and merge in shared memory — no partials in global memory,
  *        no second pass.
  */
-template <typename T, int ROWS, bool KEEP_FIRST_KV>
+template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false>
 static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool,
-                                       int layer)
+                                       int layer, int splits = 1)
 {
     const bool kv_evict_first = KEEP_FIRST_KV && ROWS > 4 && layer >= KV_KEPT_LAYERS; /* v16/v17, 5-8 rows */
 #if __CUDA_ARCH__ >= 800
@@ -1127,14 +1214,18 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
     const int H = a.H, C = a.C, bs = a.block_size;
     const float scale_log2 = LOG2E * rsqrtf((float)D);
-    for (int pair = blockIdx.x; pair < a.M * H; pair += gridDim.x) {
-        int m = pair / H, h = pair - m * H, len = in.lens[m];
+    const int S = SPLIT ? splits : 1;
+    for (int item = blockIdx.x; item < a.M * H * S; item += gridDim.x) {
+        /* v18/v19: item = split·pairs + pair; split s reads tokens [s·len/S, (s+1)·len/S) */
+        const int pair = SPLIT ? item % (a.M * H) : item, split = SPLIT ? item / (a.M * H) : 0;
+        int m = pair / H, h = pair - m * H, len = in.lens[m], first = 0;
+        if (SPLIT && S > 1) first = (int)((long long)split * len / S), len = (int)((long long)(split + 1) * len / S);
         const int *table = in.tables + m * a.max_pages;
         float qv[EP], acc[EP], mx = -INFINITY, l = 0.0f;
         unpack16(load_fresh((const T *)a.q + (long long)m * C + h * D + c * EP), qv, T());
 #pragma unroll
         for (int k = 0; k < EP; ++k) qv[k] *= scale_log2, acc[k] = 0.0f;
-        for (int t0 = warp * TILE; t0 < len; t0 += STEP_WARPS * TILE) {
+        for (int t0 = first + warp * TILE; t0 < len; t0 += STEP_WARPS * TILE) {
             uint4 kr[STEP_ATT_PASSES], vr[STEP_ATT_PASSES];
 #pragma unroll
             for (int p = 0; p < STEP_ATT_PASSES; ++p) {
@@ -1195,7 +1286,13 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
                 float f = warp_m[w] == -INFINITY ? 0.0f : exp2f(warp_m[w] - M);
                 L += f * warp_l[w], o += f * warp_o[w][threadIdx.x];
             }
-            store((T *)a.att, (long long)m * C + h * D + threadIdx.x, o / L);
+            if (SPLIT && S > 1) { /* v18/v19: the part unnormalised, for proj's rows to merge */
+                float *part = att_part(a, m, split, h);
+                part[threadIdx.x] = o;
+                if (threadIdx.x == 0) part[D] = M, part[D + 1] = L;
+            } else {
+                store((T *)a.att, (long long)m * C + h * D + threadIdx.x, o / L);
+            }
         }
         __syncthreads(); /* the merge has read the slots before the next pair writes them */
     }
@@ -1331,9 +1428,9 @@ static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a
  *        requests lost.
  */
 template <typename T>
-static __device__ __forceinline__ bool fp32_requests_at_attention(const decode_step_args &a)
+static __device__ __forceinline__ bool fp32_requests_at_attention(const decode_step_args &a, int attention_blocks)
 {
-    return sizeof(T) == 4 && (int)blockIdx.x >= a.M * a.H && blockIdx.x % 2 == 0;
+    return sizeof(T) == 4 && (int)blockIdx.x >= attention_blocks && blockIdx.x % 2 == 0;
 }
 
 /** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
@@ -1977,9 +2074,13 @@ static __device__ void run_head_ring_one_piece(const LinearShare &p, WeightRing 
  *        KV_KEPT_LAYERS layers kept in L2 (attention_phase); in fp32, half
  *        of the blocks with no attention pair request as attention starts
  *        (fp32_requests_at_attention).
+ *        v18/v19 (SPLIT_ATTENTION): v16/v17 with each pair's attention split
+ *        over blocks that would be idle, one split per pass of a block's
+ *        warps over the context, at 1-4 rows (attention_splits); proj's rows
+ *        merge the splits (stage_attention_rows).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
-          bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false>
+          bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -2018,6 +2119,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (a.fed_tokens) a.fed_tokens[threadIdx.x] = step_token(a, threadIdx.x);
     }
     __syncthreads();
+    const int att_splits = attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18/v19; 1 before */
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
             LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
@@ -2062,11 +2164,16 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (i > 0) barrier.wait();
         if (attention) {
             const decode_layer_weights &W = layers[i / 5];
-            if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a) && ring.is_producer()) ring.request();
-            attention_phase<T, ROWS, SHAPED_TRAFFIC>(a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5);
+            if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a, M * a.H * att_splits) &&
+                ring.is_producer())
+                ring.request();
+            attention_phase<T, ROWS, SHAPED_TRAFFIC, SPLIT_ATTENTION && ROWS <= ATT_SPLIT_MAX_ROWS>(
+                a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
         } else {
             if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
+            } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
+                stage_attention_rows<T, ROWS>(a, rows, att_splits); /* v18/v19: the parts merged */
             } else if (d.src) {
                 stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
             } else { /* the first QKV's rows: the embedding (block 0 also writes it to x, the residual stream) */
@@ -2138,14 +2245,14 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
-    if (!bytes) { /* v16/v17's LM head has its own (the second half's sums): asked of v16/v17's kernel */
+    if (!bytes) { /* v16-v19's LM head has its own (the second half's sums): asked of v16-v19's kernel */
         cudaFuncAttributes attr;
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
-                                                                          SHAPED_TRAFFIC, SHAPED_TRAFFIC>));
+                                                                          SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2165,14 +2272,14 @@ static size_t ring_static_smem()
 template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
-           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC>();
+           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2190,6 +2297,11 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
                "in L2 (v12/v13)";
     if (a->shaped_traffic && !a->producer_last_warp)
         return "persistent decode step with v16/v17's traffic: needs the producer in the last warp (v14/v15)";
+    if (a->split_attention && !a->shaped_traffic)
+        return "persistent decode step with attention split over the idle blocks (v18/v19): needs v16/v17's traffic";
+    if (a->split_attention && !a->att_parts)
+        return "persistent decode step with attention split over the idle blocks (v18/v19): needs att_parts "
+               "(decode_att_parts_floats(H) floats)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2197,44 +2309,46 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC) with the storage type and the
- *        template arguments
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION) with the storage
+ *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
  *        v7/v8 the ring; v9 and tensor cores (fp16); v10 the LM head in the
  *        ring too (fp16); v11 the same without tensor cores (fp32); v12/v13
  *        v10/v11 with the weights evict-first in L2; v14/v15 v12/v13 with the
  *        ring's producer in the last warp; v16/v17 v14/v15 with their traffic
- *        shaped.
+ *        shaped; v18/v19 v16/v17 with attention split over the idle blocks.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
 {
     using yes = std::true_type;
     using no = std::false_type;
-    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped) -> R {
+    auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
+                       auto split) -> R {
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
-        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped);
-        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped);
-        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped);
-        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped);
+        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped, split);
+        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped, split);
+        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped, split);
+        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split);
         }
     };
-    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14/v15; v16/v17 */
-        if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes());
-        if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no());
-        return a->weights_evict_first ? at_rows(t, yes(), mma, yes(), yes(), no(), no())
-                                      : at_rows(t, yes(), mma, yes(), no(), no(), no());
+    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v19 */
+        if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
+        if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), no());
+        if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no(), no());
+        return a->weights_evict_first ? at_rows(t, yes(), mma, yes(), yes(), no(), no(), no())
+                                      : at_rows(t, yes(), mma, yes(), no(), no(), no(), no());
     };
     if (dtype == WB_F16) {
         if (a->head_ring) return head_ring(__half(), yes());
-        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no(), no(), no());
-        return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no(), no(), no())
-                              : at_rows(__half(), no(), no(), no(), no(), no(), no());
+        if (a->tensor_cores) return at_rows(__half(), yes(), yes(), no(), no(), no(), no(), no());
+        return a->weight_ring ? at_rows(__half(), yes(), no(), no(), no(), no(), no(), no())
+                              : at_rows(__half(), no(), no(), no(), no(), no(), no(), no());
     }
     if (a->head_ring) return head_ring(0.0f, no());
-    return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no(), no(), no())
-                          : at_rows(0.0f, no(), no(), no(), no(), no(), no());
+    return a->weight_ring ? at_rows(0.0f, yes(), no(), no(), no(), no(), no(), no())
+                          : at_rows(0.0f, no(), no(), no(), no(), no(), no(), no());
 }
 
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
@@ -2247,9 +2361,9 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     if (step_flags_refused(dtype, a)) return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
     return with_step_kernel<size_t>(
-        dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped) {
+        dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split) {
             return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value,
-                                  decltype(head_ring)::value, decltype(shaped)::value>(a, sms);
+                                  decltype(head_ring)::value, decltype(shaped)::value, decltype(split)::value>(a, sms);
         });
 }
 
@@ -2259,18 +2373,20 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        takes all the shared memory that the rest of the block leaves.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
-          bool SHAPED_TRAFFIC>
+          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
-    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC>;
+    auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
+                                         SPLIT_ATTENTION>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
     if (RING) {
         size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
-        size_t limit = wb_current_smem_per_block(), used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC>();
+        size_t limit = wb_current_smem_per_block(),
+               used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -2315,9 +2431,9 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
-                                                        auto evict, auto last_warp, auto shaped) {
+                                                        auto evict, auto last_warp, auto shaped, auto split) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
-                                decltype(shaped)::value>(a, smem, sms);
+                                decltype(shaped)::value, decltype(split)::value>(a, smem, sms);
     });
 }

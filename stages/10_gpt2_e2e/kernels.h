@@ -195,17 +195,35 @@ typedef struct {
     int head_ring;             /**< v10 (with tensor_cores), v11 (fp32, without): the LM head's weights come through
                                     the ring as well, in pieces that land during the last layers; a LayerNorm's
                                     rows in one pass */
-    int weights_evict_first;   /**< v12-v17 (with head_ring): the ring's copies mark the weights evict-first in
+    int weights_evict_first;   /**< v12-v19 (with head_ring): the ring's copies mark the weights evict-first in
                                     L2, so that the K/V cache stays there from one step to the next */
-    int producer_last_warp;    /**< v14-v17 (with weights_evict_first): the ring's producer is lane 0 of the last
+    int producer_last_warp;    /**< v14-v19 (with weights_evict_first): the ring's producer is lane 0 of the last
                                     warp, which has the fewest dot products, instead of thread 32 */
-    int shaped_traffic;        /**< v16/v17 (with producer_last_warp): the LM head's pieces one at a time, the first
+    int shaped_traffic;        /**< v16-v19 (with producer_last_warp): the LM head's pieces one at a time, the first
                                     layers' K/V kept in L2 at 5-8 rows, and in fp32 half of the blocks with no
                                     attention pair requesting as attention starts */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
                                     end, has its rows ready and its dot products done (globaltimer, ns) */
+    int split_attention;       /**< v18/v19 (with shaped_traffic): at 1-4 rows, a (sequence, head) pair's context is
+                                    split over up to ATT_MAX_SPLITS blocks that attention leaves idle, one split per
+                                    pass of a block's warps (flash-decoding); proj's rows merge the splits */
+    float *att_parts;          /**< v18/v19: the splits' parts, decode_att_parts_floats(H) floats */
 } decode_step_args;
+
+/** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */
+#define ATT_MAX_SPLITS 4
+/** @brief v18/v19: most rows at which attention is split (at 5-8 the pairs already keep 60-96 blocks busy). */
+#define ATT_SPLIT_MAX_ROWS 4
+
+/** @brief v18/v19: floats of one head's part of a split: its 64 unnormalised outputs, its running max and sum, and
+ *         2 of padding (16-byte rows). */
+#define ATT_PART_FLOATS (DECODE_STEP_HEAD_DIM + 4)
+/** @brief v18/v19: the floats of decode_step_args.att_parts for H heads: [rows][splits][H][ATT_PART_FLOATS]. */
+static inline long long decode_att_parts_floats(int H)
+{
+    return (long long)ATT_SPLIT_MAX_ROWS * ATT_MAX_SPLITS * H * ATT_PART_FLOATS;
+}
 
 /**
  * @brief Shared memory one block of the persistent step needs for a->M rows

@@ -31,9 +31,11 @@
  *  are v10 and v11 with the weights marked evict-first in L2, so that the K/V cache stays there between steps; v14
  *  and v15 are v12 and v13 with the ring's producer in the warp that has the fewest dot products; v16 and v17 are
  *  v14 and v15 with their traffic shaped: the LM head's pieces one at a time, the first layers' K/V kept in L2 at
- *  5-8 sequences, and in fp32 the burst of requests after attention split in two. */
+ *  5-8 sequences, and in fp32 the burst of requests after attention split in two; v18 and v19 are v16 and v17
+ *  with a sequence's attention split over the idle blocks when its context outgrows one pass of a block's warps. */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
-                                          "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", NULL};
+                                          "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
+                                          "v19", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -50,20 +52,23 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v12 + the ring's producer in the least busy warp (sm_90)",
                                            "v13 + the ring's producer in the least busy warp (fp32, sm_90)",
                                            "v14 + LM head a piece at a time, first layers' K/V kept (sm_90)",
-                                           "v15 + v16's two, and the requests' burst split (fp32, sm_90)"};
-enum { N_VARIANTS = 17 };
+                                           "v15 + v16's two, and the requests' burst split (fp32, sm_90)",
+                                           "v16 + attention split over the idle blocks (sm_90)",
+                                           "v17 + attention split over the idle blocks (fp32, sm_90)"};
+enum { N_VARIANTS = 19 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
  *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
  *  the ring (v10, and v11 in fp32), 6 with the weights evict-first in L2 (v12, and v13 in fp32), 7 with the ring's
- *  producer in the last warp (v14, and v15 in fp32), 8 with the traffic shaped (v16, and v17 in fp32). A non-zero path
- *  prefills with v1's or v2's kernels. */
+ *  producer in the last warp (v14, and v15 in fp32), 8 with the traffic shaped (v16, and v17 in fp32), 9 with
+ *  attention split over the idle blocks (v18, and v19 in fp32). A non-zero path prefills with v1's or v2's kernels. */
 static const struct {
     wb_dtype dtype;
     int decode_path;
 } variant_paths[N_VARIANTS] = {{WB_F32, 0}, {WB_F16, 0}, {WB_F32, 1}, {WB_F16, 1}, {WB_F32, 2}, {WB_F16, 2},
                                {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}, {WB_F16, 6},
-                               {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}};
+                               {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}, {WB_F16, 9},
+                               {WB_F32, 9}};
 /** @brief Storage of variant v (0-based). */
 static wb_dtype variant_dtype(int v)
 {
@@ -290,6 +295,103 @@ done:
     free(tokens), free(gpu), free(ref);
     engine_free(&e);
     return failed;
+}
+
+/**
+ * (6) Long contexts, on a tiny model whose context is 1024 (the one of (1)-(5) has 64): one sequence at a time after
+ * prompts of 200, 300, 600 and 900 tokens, then three together after 2, 450 and 900, two decode steps each. The
+ * steps are fed seeded tokens, not their own argmax, so that the reference's logits are worked out once for every
+ * variant. Attention then takes several
+ * passes of a block's warps, and v18/v19 split it over 2-4 blocks (fp32 from 129 tokens of context, fp16 from 257);
+ * beside a sequence of 900 tokens, the one of 2 leaves some of its splits empty.
+ */
+enum { LONG_GROUPS = 5, LONG_STEPS = 2, LONG_MAX_SEQS = 3, LONG_LOGIT_ROWS = (4 + 3) * LONG_STEPS };
+static const int long_alone[4] = {200, 300, 600, 900}, long_together[LONG_MAX_SEQS] = {2, 450, 900};
+
+/** Group g's sequences (1, or 3 for the last) and their prompt lengths; returns how many. */
+static int long_group(int g, int *lens)
+{
+    int n = g < 4 ? 1 : LONG_MAX_SEQS;
+    for (int j = 0; j < n; ++j) lens[j] = g < 4 ? long_alone[g] : long_together[j];
+    return n;
+}
+
+/** Group g's tokens for (6), seeded: its prompts one after another, then each step's fed tokens; returns how many
+ *  prompt tokens come first. `tokens` holds 2·max_T. */
+static int long_group_tokens(int g, int V, int *tokens)
+{
+    int lens[LONG_MAX_SEQS], n = long_group(g, lens), total = 0;
+    for (int j = 0; j < n; ++j) total += lens[j];
+    wb_rng r;
+    wb_rng_seed(&r, 78 + (uint64_t)g);
+    for (int i = 0; i < total + LONG_STEPS * n; ++i) tokens[i] = wb_rng_int(&r, 0, V - 1);
+    return total;
+}
+
+/** The reference's logits for (6), [LONG_LOGIT_ROWS][V] in the order group, step, sequence. */
+static void long_context_reference(const gpt2_model *m, float *ref)
+{
+    const gpt2_config *c = &m->cfg;
+    int row = 0;
+    for (int g = 0; g < LONG_GROUPS; ++g) {
+        int lens[LONG_MAX_SEQS], n = long_group(g, lens), off = 0;
+        ref_gpt2_cache caches[LONG_MAX_SEQS];
+        int *tokens = malloc((size_t)2 * c->max_T * sizeof(int)), total = long_group_tokens(g, c->vocab, tokens);
+        float *scratch = malloc((size_t)c->vocab * 4);
+        for (int j = 0; j < n; ++j) {
+            ref_gpt2_cache_init(&caches[j], c);
+            for (int t = 0; t < lens[j]; ++t) ref_gpt2_step(c, &m->w, &caches[j], tokens[off + t], scratch);
+            off += lens[j];
+        }
+        for (int s = 0; s < LONG_STEPS; ++s)
+            for (int j = 0; j < n; ++j, ++row)
+                ref_gpt2_step(c, &m->w, &caches[j], tokens[total + s * n + j], ref + (size_t)row * c->vocab);
+        for (int j = 0; j < n; ++j) ref_gpt2_cache_free(&caches[j]);
+        free(tokens), free(scratch);
+    }
+}
+
+/** (6) for variant v against the reference's logits `ref`. */
+static int check_long_contexts(const gpt2_model *m, int v, const float *ref, int *checks)
+{
+    const gpt2_config *c = &m->cfg;
+    const int V = c->vocab;
+    wb_dtype dtype = variant_dtype(v);
+    gpt2_engine e;
+    const char *why = engine_init(&e, m, dtype, variant_decode_path(v), LONG_MAX_SEQS, 2 * c->max_T);
+    if (why) {
+        printf("  %-4s long contexts: skipped: %s\n", variant_ids[v], why);
+        return 0;
+    }
+    float *logits = malloc((size_t)LONG_MAX_SEQS * V * 4);
+    int *tokens = malloc((size_t)2 * c->max_T * sizeof(int)), ok = 1, row = 0;
+    double worst = 0;
+    for (int g = 0; g < LONG_GROUPS && !why; ++g) {
+        int lens[LONG_MAX_SEQS], seqs[LONG_MAX_SEQS], feed[LONG_MAX_SEQS], next[LONG_MAX_SEQS];
+        int n = long_group(g, lens), total = long_group_tokens(g, V, tokens);
+        for (int j = 0; j < n; ++j) seqs[j] = j;
+        why = engine_prefill(&e, n, seqs, tokens, lens, next, NULL);
+        for (int s = 0; s < LONG_STEPS && !why; ++s) {
+            for (int j = 0; j < n; ++j) feed[j] = tokens[total + s * n + j];
+            for (int i = 0; i < n * V; ++i) logits[i] = NAN; /* poisoned: a row the step does not write fails */
+            why = engine_decode(&e, n, seqs, feed, next, logits);
+            for (int j = 0; j < n && !why; ++j, ++row) {
+                wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
+                wb_compare_result cr = wb_compare_f32(logits + (size_t)j * V, ref + (size_t)row * V, (size_t)V, tol,
+                                                      "long context", 3);
+                ok &= cr.ok;
+                worst = fmax(worst, cr.worst_frac);
+            }
+        }
+        for (int j = 0; j < n; ++j) engine_release(&e, seqs[j]);
+    }
+    if (why) printf("  %-4s long contexts: %s\n", variant_ids[v], why), ok = 0;
+    printf("  %-4s %-53s worst %.2f of tol %s\n", variant_ids[v], "decode after 200-900 tokens, alone and 3 together",
+           worst, ok ? "ok" : "FAIL");
+    ++*checks;
+    free(logits), free(tokens);
+    engine_free(&e);
+    return !ok;
 }
 
 /* ---------------------------------------------------------------- --bench */
@@ -585,8 +687,10 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         if (variant_decode_path(v) >= 2) {
             print_step_trace(&e, 1, prompt, tokens);
             print_step_trace(&e, PB, prompt, tokens);
-            if (variant_decode_path(v) >= 5) /* v10-v17: and at the last timed step's context (attention grows) */
+            if (variant_decode_path(v) >= 5) { /* v10-v19: and at the last timed step's context (attention grows) */
+                print_step_trace(&e, 1, prompt + steps - 2, tokens);
                 print_step_trace(&e, PB, prompt + steps - 2, tokens);
+            }
         }
         /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
          * (v3/v4 fuse batches of up to 8; larger batches take v1/v2's GEMM path) */
@@ -712,6 +816,15 @@ int main(int argc, char **argv)
         gpt2_model_random(&m, &tiny, (uint64_t)opt.seed);
         for (int v = 0; v < N_VARIANTS; ++v)
             if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v, 0, &checks);
+        gpt2_model_free(&m);
+        gpt2_config tiny_long = {300, 1024, 2, 2, 128}; /* (6): the same shape with a context of 1024 */
+        gpt2_model_random(&m, &tiny_long, (uint64_t)opt.seed + 2);
+        float *long_ref = malloc((size_t)LONG_LOGIT_ROWS * tiny_long.vocab * 4);
+        long_context_reference(&m, long_ref);
+        printf("tiny random model with a context of %d, long contexts against the CPU reference:\n", tiny_long.max_T);
+        for (int v = 0; v < N_VARIANTS; ++v)
+            if (opt.variant < 0 || opt.variant == v) failed += check_long_contexts(&m, v, long_ref, &checks);
+        free(long_ref);
         gpt2_model_free(&m);
         printf("the decode linear alone, against the CPU reference:\n");
         failed += check_linears_alone(opt.variant, &checks);
