@@ -1138,7 +1138,7 @@ static __device__ __forceinline__ int attention_splits(const decode_step_args &a
  *        by one warp of every block, as each line of the outputs is. Kept
  *        apart, the (max, sum) of all the heads filled one or two lines that
  *        six warps of every block read: proj's rows took 1.04-1.07 µs at
- *        batch 1 on the H100, against 0.92-0.97 (v17's: 0.50).
+ *        batch 1 on the H100, against 0.89-0.98 (v17's: 0.48-0.54).
  */
 static __device__ __forceinline__ float *att_part(const decode_step_args &a, int m, int s, int h)
 {
@@ -1192,11 +1192,14 @@ static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, 
 
 /**
  * @brief The attention phase: (sequence, head) pairs go to blocks in turn;
- *        in a block the 16 warps take tiles of the context in turn (stage 09's
+ *        in a block the 8 warps take tiles of the context in turn (stage 09's
  *        layout: each token's K row read whole by consecutive lanes, every
  *        lane's loads of the tile issued together), keep their own online
  *        softmax, and merge in shared memory — no partials in global memory,
- *        no second pass.
+ *        no second pass. v18/v19 (SPLIT, `splits` > 1): each pair's context
+ *        in `splits` parts, each its own item; a part's block leaves its
+ *        unnormalised output and (max, sum) in global memory (att_part), and
+ *        proj's rows merge them (stage_attention_rows).
  */
 template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false>
 static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool,
