@@ -1103,6 +1103,21 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
  */
 #define KV_KEPT_LAYERS 2
 
+/** @brief Tokens one warp of attention_phase reads a pass: STEP_ATT_PASSES loads a lane, each of 32 / (64 / N) tokens
+ *         (a token's 64 values are 64 / N lanes' 16-byte chunks): 16 in fp32, 32 in fp16. */
+template <typename T>
+static __host__ __device__ constexpr int attention_warp_tokens()
+{
+    return STEP_ATT_PASSES * (32 / (DECODE_STEP_HEAD_DIM / Vec16<T>::N));
+}
+
+/** @brief The factor that takes a softmax part kept at its own max `m` to the common max `most` (0 for a part with no
+ *         tokens, whose max is −∞). */
+static __device__ __forceinline__ float rescale_to_max(float m, float most)
+{
+    return m == -INFINITY ? 0.0f : exp2f(m - most);
+}
+
 /**
  * @brief v18/v19: how many blocks share each (sequence, head) pair's
  *        attention this step: one per pass of a block's warps over the
@@ -1122,7 +1137,7 @@ static __device__ __forceinline__ int attention_splits(const decode_step_args &a
     if constexpr (!SPLIT || ROWS > ATT_SPLIT_MAX_ROWS) {
         return 1;
     } else {
-        constexpr int PASS_TOKENS = STEP_WARPS * STEP_ATT_PASSES * (32 / (DECODE_STEP_HEAD_DIM / Vec16<T>::N));
+        constexpr int PASS_TOKENS = STEP_WARPS * attention_warp_tokens<T>();
         int longest = 1;
         for (int m = 0; m < a.M; ++m) longest = max(longest, in.lens[m]);
         const int wanted = (longest + PASS_TOKENS - 1) / PASS_TOKENS, room = (int)gridDim.x / (a.M * a.H);
@@ -1177,7 +1192,7 @@ static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, 
 #pragma unroll
             for (int s = 0; s < ATT_MAX_SPLITS; ++s)
                 if (s < S) { /* a split with no tokens has max −∞ and adds nothing */
-                    const float f = max_sum[s].x == -INFINITY ? 0.0f : exp2f(max_sum[s].x - most);
+                    const float f = rescale_to_max(max_sum[s].x, most);
                     sum += f * max_sum[s].y;
                     o[0] += f * part[s].x, o[1] += f * part[s].y, o[2] += f * part[s].z, o[3] += f * part[s].w;
                 }
@@ -1212,7 +1227,7 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
     const uint64_t kv_policy = 0;
 #endif
     constexpr int D = DECODE_STEP_HEAD_DIM, EP = Vec16<T>::N, CHUNKS = D / EP, TPP = 32 / CHUNKS;
-    constexpr int TILE = STEP_ATT_PASSES * TPP; /* tokens per warp per tile */
+    constexpr int TILE = attention_warp_tokens<T>(); /* tokens per warp per tile: STEP_ATT_PASSES · TPP */
     __shared__ float warp_m[STEP_WARPS], warp_l[STEP_WARPS], warp_o[STEP_WARPS][D];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
     const int H = a.H, C = a.C, bs = a.block_size;
@@ -1286,7 +1301,7 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
             float M = -INFINITY, L = 0.0f, o = 0.0f;
             for (int w = 0; w < STEP_WARPS; ++w) M = fmaxf(M, warp_m[w]);
             for (int w = 0; w < STEP_WARPS; ++w) {
-                float f = warp_m[w] == -INFINITY ? 0.0f : exp2f(warp_m[w] - M);
+                float f = rescale_to_max(warp_m[w], M);
                 L += f * warp_l[w], o += f * warp_o[w][threadIdx.x];
             }
             if (SPLIT && S > 1) { /* v18/v19: the part unnormalised, for proj's rows to merge */

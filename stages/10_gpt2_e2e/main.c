@@ -332,12 +332,11 @@ static int long_group_tokens(int g, int V, int *tokens)
 static void long_context_reference(const gpt2_model *m, float *ref)
 {
     const gpt2_config *c = &m->cfg;
-    int row = 0;
+    int row = 0, *tokens = malloc((size_t)2 * c->max_T * sizeof(int));
+    float *scratch = malloc((size_t)c->vocab * 4);
     for (int g = 0; g < LONG_GROUPS; ++g) {
-        int lens[LONG_MAX_SEQS], n = long_group(g, lens), off = 0;
+        int lens[LONG_MAX_SEQS], n = long_group(g, lens), off = 0, total = long_group_tokens(g, c->vocab, tokens);
         ref_gpt2_cache caches[LONG_MAX_SEQS];
-        int *tokens = malloc((size_t)2 * c->max_T * sizeof(int)), total = long_group_tokens(g, c->vocab, tokens);
-        float *scratch = malloc((size_t)c->vocab * 4);
         for (int j = 0; j < n; ++j) {
             ref_gpt2_cache_init(&caches[j], c);
             for (int t = 0; t < lens[j]; ++t) ref_gpt2_step(c, &m->w, &caches[j], tokens[off + t], scratch);
@@ -347,8 +346,8 @@ static void long_context_reference(const gpt2_model *m, float *ref)
             for (int j = 0; j < n; ++j, ++row)
                 ref_gpt2_step(c, &m->w, &caches[j], tokens[total + s * n + j], ref + (size_t)row * c->vocab);
         for (int j = 0; j < n; ++j) ref_gpt2_cache_free(&caches[j]);
-        free(tokens), free(scratch);
     }
+    free(tokens), free(scratch);
 }
 
 /** (6) for variant v against the reference's logits `ref`. */
@@ -357,6 +356,7 @@ static int check_long_contexts(const gpt2_model *m, int v, const float *ref, int
     const gpt2_config *c = &m->cfg;
     const int V = c->vocab;
     wb_dtype dtype = variant_dtype(v);
+    wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
     gpt2_engine e;
     const char *why = engine_init(&e, m, dtype, variant_decode_path(v), LONG_MAX_SEQS, 2 * c->max_T);
     if (why) {
@@ -376,7 +376,6 @@ static int check_long_contexts(const gpt2_model *m, int v, const float *ref, int
             for (int i = 0; i < n * V; ++i) logits[i] = NAN; /* poisoned: a row the step does not write fails */
             why = engine_decode(&e, n, seqs, feed, next, logits);
             for (int j = 0; j < n && !why; ++j, ++row) {
-                wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
                 wb_compare_result cr = wb_compare_f32(logits + (size_t)j * V, ref + (size_t)row * V, (size_t)V, tol,
                                                       "long context", 3);
                 ok &= cr.ok;
