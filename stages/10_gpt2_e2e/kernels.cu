@@ -1118,6 +1118,11 @@ static __device__ __forceinline__ float rescale_to_max(float m, float most)
     return m == -INFINITY ? 0.0f : exp2f(m - most);
 }
 
+/** @brief Whether the ROWS-row step of a variant that splits attention (v18/v19, SPLIT) splits it: at 1 to
+ *         ATT_SPLIT_MAX_ROWS rows. */
+template <int ROWS, bool SPLIT>
+static __host__ __device__ constexpr bool split_at_rows() { return SPLIT && ROWS <= ATT_SPLIT_MAX_ROWS; }
+
 /**
  * @brief v18/v19: how many blocks share each (sequence, head) pair's
  *        attention this step: one per pass of a block's warps over the
@@ -1134,7 +1139,7 @@ static __device__ __forceinline__ float rescale_to_max(float m, float most)
 template <typename T, int ROWS, bool SPLIT>
 static __device__ __forceinline__ int attention_splits(const decode_step_args &a, const StepInputs &in)
 {
-    if constexpr (!SPLIT || ROWS > ATT_SPLIT_MAX_ROWS) {
+    if constexpr (!split_at_rows<ROWS, SPLIT>()) {
         return 1;
     } else {
         constexpr int PASS_TOKENS = STEP_WARPS * attention_warp_tokens<T>();
@@ -2185,7 +2190,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a, M * a.H * att_splits) &&
                 ring.is_producer())
                 ring.request();
-            attention_phase<T, ROWS, SHAPED_TRAFFIC, SPLIT_ATTENTION && ROWS <= ATT_SPLIT_MAX_ROWS>(
+            attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
                 a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
         } else {
             if (one_pass) {

@@ -816,7 +816,8 @@ int main(int argc, char **argv)
         for (int v = 0; v < N_VARIANTS; ++v)
             if (opt.variant < 0 || opt.variant == v) failed += check_model(&m, v, 0, &checks);
         gpt2_model_free(&m);
-        gpt2_config tiny_long = {300, 1024, 2, 2, 128}; /* (6): the same shape with a context of 1024 */
+        gpt2_config tiny_long = tiny; /* (6): the same shape with a context of 1024 */
+        tiny_long.max_T = 1024;
         gpt2_model_random(&m, &tiny_long, (uint64_t)opt.seed + 2);
         float *long_ref = malloc((size_t)LONG_LOGIT_ROWS * tiny_long.vocab * 4);
         long_context_reference(&m, long_ref);
