@@ -84,24 +84,26 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 9) return "decode_path must be 0..9 (see engine.h)";
+    if (decode_path < 0 || decode_path > 10) return "decode_path must be 0..10 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v19) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v20) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
+    if (decode_path == 10 && dtype != WB_F16) return "the step with paced requests (v20) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
-    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14, v16, v18 */
-    e->head_in_ring = decode_path >= 5;        /* v10, v12, v14, v16, v18 (fp16), v11, v13, v15, v17, v19 (fp32) */
-    e->weights_evict_first = decode_path >= 6; /* v12-v19 */
-    e->producer_last_warp = decode_path >= 7;  /* v14-v19 */
-    e->shaped_traffic = decode_path >= 8;      /* v16-v19 */
-    e->split_attention = decode_path == 9;     /* v18, v19 */
+    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14, v16, v18, v20 */
+    e->head_in_ring = decode_path >= 5;        /* v10, v12, ..., v20 (fp16), v11, v13, ..., v19 (fp32) */
+    e->weights_evict_first = decode_path >= 6; /* v12-v20 */
+    e->producer_last_warp = decode_path >= 7;  /* v14-v20 */
+    e->shaped_traffic = decode_path >= 8;      /* v16-v20 */
+    e->split_attention = decode_path >= 9;     /* v18, v19, v20 */
+    e->paced_requests = decode_path == 10;     /* v20 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -456,7 +458,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .weight_ring = e->weight_ring, .tensor_cores = e->tensor_core_dots,
                           .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first,
                           .producer_last_warp = e->producer_last_warp, .shaped_traffic = e->shaped_traffic,
-                          .split_attention = e->split_attention, .att_parts = e->d_att_parts};
+                          .split_attention = e->split_attention, .att_parts = e->d_att_parts,
+                          .paced_requests = e->paced_requests};
     return a;
 }
 

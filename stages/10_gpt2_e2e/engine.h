@@ -149,14 +149,15 @@ typedef struct {
     int weight_ring;          /**< v7/v8: that kernel's weights come by the copy engine into shared memory (sm_90) */
     int tensor_core_dots;     /**< v9, v10, v12, v14, v16, v18: and its linears' dot products run on tensor cores
                                    (fp16) */
-    int head_in_ring;         /**< v10-v19: and the LM head's weights come through the ring too */
-    int weights_evict_first;  /**< v12-v19: and the ring's copies mark the weights evict-first in L2 */
-    int producer_last_warp;   /**< v14-v19: and the ring's producer is in the warp with the fewest dot products */
-    int shaped_traffic;       /**< v16-v19: and the LM head's pieces one at a time, the first layers' K/V kept in L2
+    int head_in_ring;         /**< v10-v20: and the LM head's weights come through the ring too */
+    int weights_evict_first;  /**< v12-v20: and the ring's copies mark the weights evict-first in L2 */
+    int producer_last_warp;   /**< v14-v20: and the ring's producer is in the warp with the fewest dot products */
+    int shaped_traffic;       /**< v16-v20: and the LM head's pieces one at a time, the first layers' K/V kept in L2
                                    at 5-8 rows, fp32's burst of requests split (decode_step_args.shaped_traffic) */
-    int split_attention;      /**< v18, v19: and a sequence's attention split over the idle blocks when its context
+    int split_attention;      /**< v18-v20: and a sequence's attention split over the idle blocks when its context
                                    outgrows one pass (decode_step_args.split_attention) */
     float *d_att_parts;       /**< v18, v19: the split attention's partial outputs (decode_step_args.att_parts) */
+    int paced_requests;       /**< v20: and the ring's requests paced (decode_step_args.paced_requests) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
     void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
     unsigned *d_barrier;      /**< v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
@@ -184,7 +185,8 @@ typedef struct {
  *        v13's with the ring's producer in the last warp; 8: v16's (fp16)
  *        and v17's (fp32), v14's and v15's with their traffic shaped;
  *        9: v18's (fp16) and v19's (fp32), v16's and v17's with
- *        attention split over the idle blocks
+ *        attention split over the idle blocks; 10: v20's, v18's with the
+ *        ring's requests paced (fp16)
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

@@ -1456,6 +1456,28 @@ static __device__ __forceinline__ bool fp32_requests_at_attention(const decode_s
     return sizeof(T) == 4 && (int)blockIdx.x >= attention_blocks && blockIdx.x % 2 == 0;
 }
 
+/** @brief WeightRing::request's default end: past every linear of the step (and the LM head's pieces). */
+#define RING_ALL_LINEARS (1 << 30)
+
+/**
+ * @brief v20 (fp16): where the producer's requests stop at linear j's rows,
+ *        a phase of kind `kind`. v18 asks for whatever fits, and as the step
+ *        starts that is two blocks of the model: 26 MB from all blocks at
+ *        once, 9 µs of DRAM, and the first phase's own loads (the embedding's
+ *        row, LayerNorm's parameters) queued behind it, so that its rows took
+ *        13 µs where the later QKVs' take 1.1 (H100, batch 1). v20 asks for
+ *        the first QKV alone as the step starts (PACED_FIRST_LINEARS), then
+ *        at a linear's rows for at most PACED_AHEAD_LINEARS linears, itself
+ *        included; at proj's rows, where the producer's copies land during
+ *        proj's short phase and the barrier after it, for nothing past proj.
+ */
+static __device__ __forceinline__ int paced_request_end(int j, int kind)
+{
+    return kind == PHASE_PROJ ? j + 1 : j + PACED_AHEAD_LINEARS;
+}
+/** @brief v20: the linears asked for as the step starts (the first QKV's). */
+#define PACED_FIRST_LINEARS 1
+
 /** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
 struct RingPlan {
     const uint4 *src; /**< the block's share of the linear: a contiguous run of 16-byte chunks */
@@ -1499,13 +1521,14 @@ struct WeightRing {
         mbar_fence_init();
 #endif
     }
-    /** @brief The producer: request the next linears, in order, while they fit (and an mbarrier is free). */
-    __device__ void request()
+    /** @brief The producer: request the next linears, in order, while they fit (and an mbarrier is free), up to
+     *         linear `end` − 1 (v20's pacing; by default all of them). */
+    __device__ void request(int end = RING_ALL_LINEARS)
     {
 #if __CUDA_ARCH__ >= 900
         fence_shared_for_tma(); /* the reads of what was given back, before the copies overwrite it */
         const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
-        for (; next < linears && next - freed < RING_LINEARS; ++next) {
+        for (; next < linears && next < end && next - freed < RING_LINEARS; ++next) {
             const unsigned n = plan[next].n, at = (unsigned)(head % chunks), first = n < chunks - at ? n : chunks - at;
             if (head + n - tail > chunks) return; /* not yet: a linear's bytes come back first */
             uint64_t *bar = bars + next % RING_LINEARS;
@@ -2101,6 +2124,9 @@ static __device__ void run_head_ring_one_piece(const LinearShare &p, WeightRing 
  *        over blocks that would be idle, one split per pass of a block's
  *        warps over the context, at 1-4 rows (attention_splits); proj's rows
  *        merge the splits (stage_attention_rows).
+ *        v20 (fp16; v18's kernel with a.paced_requests, a run-time flag, so
+ *        that no new kernel is built): the ring's requests paced
+ *        (paced_request_end).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false>
@@ -2163,7 +2189,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         __syncthreads();
         if (ring.is_producer()) {
             ring.init();
-            ring.request();
+            ring.request(a.paced_requests ? PACED_FIRST_LINEARS : RING_ALL_LINEARS);
         }
         __syncthreads(); /* the mbarriers are initialised before any thread waits on one */
     }
@@ -2216,7 +2242,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             if (from_ring) {
-                if (ring.is_producer()) ring.request(); /* see RING_PRODUCER: when to request */
+                if (ring.is_producer()) /* see RING_PRODUCER: when to request; v20 paces them */
+                    ring.request(a.paced_requests ? paced_request_end(d.linear, i % 5) : RING_ALL_LINEARS);
                 ring.wait(d.linear);
                 if constexpr (MMA)
                     run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
@@ -2325,6 +2352,9 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->split_attention && !a->att_parts)
         return "persistent decode step with attention split over the idle blocks (v18/v19): needs att_parts "
                "(decode_att_parts_floats(H) floats)";
+    if (a->paced_requests && (!a->split_attention || dtype != WB_F16))
+        return "persistent decode step with paced requests (v20): needs fp16 and attention split over the idle blocks "
+               "(v18)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2356,7 +2386,7 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
         default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split);
         }
     };
-    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v19 */
+    auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
         if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), no());
         if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no(), no());

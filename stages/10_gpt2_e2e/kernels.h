@@ -195,11 +195,11 @@ typedef struct {
     int head_ring;             /**< v10 (with tensor_cores), v11 (fp32, without): the LM head's weights come through
                                     the ring as well, in pieces that land during the last layers; a LayerNorm's
                                     rows in one pass */
-    int weights_evict_first;   /**< v12-v19 (with head_ring): the ring's copies mark the weights evict-first in
+    int weights_evict_first;   /**< v12-v20 (with head_ring): the ring's copies mark the weights evict-first in
                                     L2, so that the K/V cache stays there from one step to the next */
-    int producer_last_warp;    /**< v14-v19 (with weights_evict_first): the ring's producer is lane 0 of the last
+    int producer_last_warp;    /**< v14-v20 (with weights_evict_first): the ring's producer is lane 0 of the last
                                     warp, which has the fewest dot products, instead of thread 32 */
-    int shaped_traffic;        /**< v16-v19 (with producer_last_warp): the LM head's pieces one at a time, the first
+    int shaped_traffic;        /**< v16-v20 (with producer_last_warp): the LM head's pieces one at a time, the first
                                     layers' K/V kept in L2 at 5-8 rows, and in fp32 half of the blocks with no
                                     attention pair requesting as attention starts */
     unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
@@ -209,7 +209,14 @@ typedef struct {
                                     split over up to ATT_MAX_SPLITS blocks that attention leaves idle, one split per
                                     pass of a block's warps (flash-decoding); proj's rows merge the splits */
     float *att_parts;          /**< v18/v19: the splits' parts, decode_att_parts_floats(H) floats */
+    int paced_requests;        /**< v20 (fp16, with split_attention): the ring's producer asks for the first linear
+                                    alone as the step starts, then at most PACED_AHEAD_LINEARS linears ahead, and
+                                    at proj's rows for nothing past proj (paced_request_end) */
 } decode_step_args;
+
+/** @brief v20: how many linears, the current one included, the producer may have asked for at a linear's rows
+ *         (one block of the model: QKV, proj, fc and fc-proj). */
+#define PACED_AHEAD_LINEARS 4
 
 /** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */
 #define ATT_MAX_SPLITS 4

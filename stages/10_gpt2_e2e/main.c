@@ -32,10 +32,12 @@
  *  and v15 are v12 and v13 with the ring's producer in the warp that has the fewest dot products; v16 and v17 are
  *  v14 and v15 with their traffic shaped: the LM head's pieces one at a time, the first layers' K/V kept in L2 at
  *  5-8 sequences, and in fp32 the burst of requests after attention split in two; v18 and v19 are v16 and v17
- *  with a sequence's attention split over the idle blocks when its context outgrows one pass of a block's warps. */
+ *  with a sequence's attention split over the idle blocks when its context outgrows one pass of a block's warps;
+ *  v20 is v18 with the ring's requests paced: the first linear alone as the step starts, then at most one block of
+ *  the model ahead, and none past proj at proj's rows (fp16 only: in fp32 the same rules lost). */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
                                           "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
-                                          "v19", NULL};
+                                          "v19", "v20", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -54,21 +56,23 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v14 + LM head a piece at a time, first layers' K/V kept (sm_90)",
                                            "v15 + v16's two, and the requests' burst split (fp32, sm_90)",
                                            "v16 + attention split over the idle blocks (sm_90)",
-                                           "v17 + attention split over the idle blocks (fp32, sm_90)"};
-enum { N_VARIANTS = 19 };
+                                           "v17 + attention split over the idle blocks (fp32, sm_90)",
+                                           "v18 + the ring's requests paced: the first phase's loads first (sm_90)"};
+enum { N_VARIANTS = 20 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
  *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
  *  the ring (v10, and v11 in fp32), 6 with the weights evict-first in L2 (v12, and v13 in fp32), 7 with the ring's
  *  producer in the last warp (v14, and v15 in fp32), 8 with the traffic shaped (v16, and v17 in fp32), 9 with
- *  attention split over the idle blocks (v18, and v19 in fp32). A non-zero path prefills with v1's or v2's kernels. */
+ *  attention split over the idle blocks (v18, and v19 in fp32), 10 with the ring's requests paced (v20, fp16 only).
+ *  A non-zero path prefills with v1's or v2's kernels. */
 static const struct {
     wb_dtype dtype;
     int decode_path;
 } variant_paths[N_VARIANTS] = {{WB_F32, 0}, {WB_F16, 0}, {WB_F32, 1}, {WB_F16, 1}, {WB_F32, 2}, {WB_F16, 2},
                                {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}, {WB_F16, 6},
                                {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}, {WB_F16, 9},
-                               {WB_F32, 9}};
+                               {WB_F32, 9}, {WB_F16, 10}};
 /** @brief Storage of variant v (0-based). */
 static wb_dtype variant_dtype(int v)
 {
@@ -686,7 +690,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         if (variant_decode_path(v) >= 2) {
             print_step_trace(&e, 1, prompt, tokens);
             print_step_trace(&e, PB, prompt, tokens);
-            if (variant_decode_path(v) >= 5) { /* v10-v19: and at the last timed step's context (attention grows) */
+            if (variant_decode_path(v) >= 5) { /* v10-v20: and at the last timed step's context (attention grows) */
                 print_step_trace(&e, 1, prompt + steps - 2, tokens);
                 print_step_trace(&e, PB, prompt + steps - 2, tokens);
             }
