@@ -1459,24 +1459,31 @@ static __device__ __forceinline__ bool fp32_requests_at_attention(const decode_s
 /** @brief WeightRing::request's default end: past every linear of the step (and the LM head's pieces). */
 #define RING_ALL_LINEARS (1 << 30)
 
+/** @brief v20: the linears asked for as the step starts (the first QKV's). */
+#define PACED_FIRST_LINEARS 1
+/** @brief v20: the most linears, the current one included, asked for at a linear's rows: one block of the model
+ *         (QKV, proj, fc and fc-proj). */
+#define PACED_AHEAD_LINEARS 4
+
 /**
  * @brief v20 (fp16): where the producer's requests stop at linear j's rows,
  *        a phase of kind `kind`. v18 asks for whatever fits, and as the step
- *        starts that is two blocks of the model: 26 MB from all blocks at
- *        once, 9 µs of DRAM, and the first phase's own loads (the embedding's
- *        row, LayerNorm's parameters) queued behind it, so that its rows took
- *        13 µs where the later QKVs' take 1.1 (H100, batch 1). v20 asks for
- *        the first QKV alone as the step starts (PACED_FIRST_LINEARS), then
- *        at a linear's rows for at most PACED_AHEAD_LINEARS linears, itself
- *        included; at proj's rows, where the producer's copies land during
- *        proj's short phase and the barrier after it, for nothing past proj.
+ *        starts that is 8 linears, nearly two blocks of the model: 26 MB
+ *        from all blocks at once, 9 µs of DRAM, and the first phase's own
+ *        loads (the embedding's row, LayerNorm's parameters) queue behind
+ *        it, so that its rows took 13 µs where the later QKVs' take 1.1
+ *        (H100, batch 1). v20 asks for the first QKV alone as the step
+ *        starts (PACED_FIRST_LINEARS), then at a linear's rows for at most
+ *        PACED_AHEAD_LINEARS linears, itself included. At proj's rows, where
+ *        the copies would land during proj's short phase and the barrier
+ *        after it, it asks for nothing past proj: fc's rows ask instead. The
+ *        end is never below j + 1, so linear j is always asked for before
+ *        the block waits for it (ring.wait(j)).
  */
 static __device__ __forceinline__ int paced_request_end(int j, int kind)
 {
     return kind == PHASE_PROJ ? j + 1 : j + PACED_AHEAD_LINEARS;
 }
-/** @brief v20: the linears asked for as the step starts (the first QKV's). */
-#define PACED_FIRST_LINEARS 1
 
 /** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
 struct RingPlan {

@@ -210,13 +210,9 @@ typedef struct {
                                     pass of a block's warps (flash-decoding); proj's rows merge the splits */
     float *att_parts;          /**< v18/v19: the splits' parts, decode_att_parts_floats(H) floats */
     int paced_requests;        /**< v20 (fp16, with split_attention): the ring's producer asks for the first linear
-                                    alone as the step starts, then at most PACED_AHEAD_LINEARS linears ahead, and
-                                    at proj's rows for nothing past proj (paced_request_end) */
+                                    alone as the step starts, then at most one block of the model ahead, and at
+                                    proj's rows for nothing past proj (kernels.cu: paced_request_end) */
 } decode_step_args;
-
-/** @brief v20: how many linears, the current one included, the producer may have asked for at a linear's rows
- *         (one block of the model: QKV, proj, fc and fc-proj). */
-#define PACED_AHEAD_LINEARS 4
 
 /** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */
 #define ATT_MAX_SPLITS 4
