@@ -157,7 +157,10 @@ typedef struct {
     int split_attention;      /**< v18-v20: and a sequence's attention split over the idle blocks when its context
                                    outgrows one pass (decode_step_args.split_attention) */
     float *d_att_parts;       /**< v18, v19: the split attention's partial outputs (decode_step_args.att_parts) */
-    int paced_requests;       /**< v20: and the ring's requests paced (decode_step_args.paced_requests) */
+    int paced_requests;       /**< v20, v21: and the ring's requests paced (decode_step_args.paced_requests) */
+    int merge_proj;           /**< v21: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
+    void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
+    float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
     void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
     unsigned *d_barrier;      /**< v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
@@ -186,7 +189,8 @@ typedef struct {
  *        and v17's (fp32), v14's and v15's with their traffic shaped;
  *        9: v18's (fp16) and v19's (fp32), v16's and v17's with
  *        attention split over the idle blocks; 10: v20's, v18's with the
- *        ring's requests paced (fp16)
+ *        ring's requests paced (fp16); 11: v21's, v20's with attention and
+ *        proj one phase at 1 row (fp16)
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

@@ -1223,7 +1223,7 @@ static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, 
  */
 template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false>
 static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool,
-                                       int layer, int splits = 1)
+                                       int layer, int splits = 1, int only_pair = -1, T *to_shared = nullptr)
 {
     const bool kv_evict_first = KEEP_FIRST_KV && ROWS > 4 && layer >= KV_KEPT_LAYERS; /* v16/v17, 5-8 rows */
 #if __CUDA_ARCH__ >= 800
@@ -1238,7 +1238,9 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
     const int H = a.H, C = a.C, bs = a.block_size;
     const float scale_log2 = LOG2E * rsqrtf((float)D);
     const int S = SPLIT ? splits : 1;
-    for (int item = blockIdx.x; item < a.M * H * S; item += gridDim.x) {
+    /* v21 (only_pair >= 0): that one pair, its output into to_shared (the block's own, for proj) */
+    const int item0 = only_pair >= 0 ? only_pair : (int)blockIdx.x, items = only_pair >= 0 ? only_pair + 1 : a.M * H * S;
+    for (int item = item0; item < items; item += gridDim.x) {
         /* v18/v19: item = split·pairs + pair; split s reads tokens [s·len/S, (s+1)·len/S) */
         const int pair = SPLIT ? item % (a.M * H) : item, split = SPLIT ? item / (a.M * H) : 0;
         int m = pair / H, h = pair - m * H, len = in.lens[m], first = 0;
@@ -1313,6 +1315,8 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
                 float *part = att_part(a, m, split, h);
                 part[threadIdx.x] = o;
                 if (threadIdx.x == 0) part[D] = M, part[D + 1] = L;
+            } else if (to_shared) { /* v21 */
+                store(to_shared, threadIdx.x, o / L);
             } else {
                 store((T *)a.att, (long long)m * C + h * D + threadIdx.x, o / L);
             }
@@ -1455,6 +1459,8 @@ static __device__ __forceinline__ bool fp32_requests_at_attention(const decode_s
 {
     return sizeof(T) == 4 && (int)blockIdx.x >= attention_blocks && blockIdx.x % 2 == 0;
 }
+
+static_assert(sizeof(decode_layer_weights) % 16 == 0, "the rows after the layer table are read 16 bytes at a time");
 
 /** @brief WeightRing::request's default end: past every linear of the step (and the LM head's pieces). */
 #define RING_ALL_LINEARS (1 << 30)
@@ -1888,7 +1894,7 @@ static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const
  *        writes the sum to x, the residual stream): one pass there too,
  *        where v9 stages it element by element and normalises in three.
  */
-template <typename T, int ROWS>
+template <typename T, int ROWS, bool FROM_SHARED = false>
 static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K, const Prefetched &pre,
                                             const decode_step_args &a)
 {
@@ -1913,7 +1919,7 @@ static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K,
         for (int i = 0; i < CHUNKS; ++i) { /* every load first: one trip to L2 */
             const int c = lane + 32 * i;
             const bool live = m < M && c * VEC < K;
-            unpack16(live ? load_fresh(in + c) : make_uint4(0, 0, 0, 0), v[i], T());
+            unpack16(live ? (FROM_SHARED ? in[c] : load_fresh(in + c)) : make_uint4(0, 0, 0, 0), v[i], T());
             if (position && live) { /* the embedding: plus wpe, rounded to T */
                 float p[VEC];
                 unpack16(__ldg(position + c), p, T());
@@ -2094,6 +2100,107 @@ static __device__ void run_head_ring_one_piece(const LinearShare &p, WeightRing 
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* v21: attention and proj in one phase, at 1 row                           */
+/* ------------------------------------------------------------------------ */
+
+/** @brief Whether the ROWS-row step of a variant that splits attention (v18-v21) merges proj into attention when
+ *         a.merge_proj says so (v21): at 1 row only; at 8 every block would compute 8 sequences' attention. */
+template <int ROWS, bool SPLIT>
+static __host__ __device__ constexpr bool merge_at_rows() { return SPLIT && ROWS == 1; }
+
+/**
+ * @brief v21: this block's share of proj, by head: of G = blocks / H blocks
+ *        a head, block b takes head b / G and outputs [s·C/G, (s+1)·C/G)
+ *        for s = b % G (on the H100, 132 = 12 heads × 11 slices of 69-70
+ *        outputs). Each output's 64 inputs of that head are contiguous in
+ *        proj_heads ([H][C][64]), so the share is one run, as the ring
+ *        copies it. A block past G·H has no head (-1) and no outputs.
+ */
+template <typename T>
+static __device__ LinearShare proj_head_share(const decode_step_args &a, const void *proj_heads, int *head)
+{
+    const int G = (int)gridDim.x / a.H, b = (int)blockIdx.x, s = b % G;
+    *head = b < G * a.H ? b / G : -1;
+    LinearShare p;
+    p.chunks = DECODE_STEP_HEAD_DIM * (int)sizeof(T) / 16;
+    p.n0 = s * a.C / G;
+    p.outs = *head < 0 ? 0 : (s + 1) * a.C / G - p.n0;
+    p.S = 1, p.log2S = 0, p.units = p.outs;
+    p.w = reinterpret_cast<const uint4 *>(proj_heads) + ((long long)max(*head, 0) * a.C + p.n0) * p.chunks;
+    return p;
+}
+
+/**
+ * @brief v21: the head's part of proj's outputs: its 64 attention outputs
+ *        (`att`, in shared memory) times the share's weights (from the
+ *        ring), one float an output into proj_parts[head][n]. A group of
+ *        64 / VEC lanes takes an output (8 in fp16, one 16-byte chunk each),
+ *        so a warp takes 4 at once.
+ */
+template <typename T>
+static __device__ void proj_head_dots(const decode_step_args &a, const LinearShare &p, const WeightRing &ring, int j,
+                                      const T *att, int head)
+{
+    constexpr int VEC = Vec16<T>::N, LANES = DECODE_STEP_HEAD_DIM / VEC, PER_WARP = 32 / LANES;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % LANES;
+    const unsigned from = ring.start[j % RING_LINEARS];
+    float x[VEC];
+    unpack16(reinterpret_cast<const uint4 *>(att)[c], x, T());
+    for (int o0 = warp * PER_WARP; o0 < p.outs; o0 += STEP_WARPS * PER_WARP) {
+        const int o = o0 + lane / LANES;
+        float w[VEC], sum = 0.0f;
+        unpack16(o < p.outs ? ring.at(from, o * LANES + c) : make_uint4(0, 0, 0, 0), w, T());
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) sum = fmaf(x[e], w[e], sum);
+#pragma unroll
+        for (int off = 1; off < LANES; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        if (c == 0 && o < p.outs) a.proj_parts[(long long)head * a.C + p.n0 + o] = sum;
+    }
+}
+
+/** @brief v21: the most heads fc's rows add (stage_proj_sum_rows holds a part of each in registers). */
+#define PROJ_SUM_MAX_HEADS 12
+
+/**
+ * @brief v21: fc's row before its LayerNorm: x plus proj's bias plus the H
+ *        heads' parts (what v20's proj epilogue adds), rounded to T as the
+ *        residual stream holds it, into rows[0 … C). The block also writes
+ *        columns [n0, n1), its own outputs of fc-proj, to a.att: fc-proj's
+ *        epilogue reads its residual there, before the barrier after fc
+ *        (issue_phase), so each block reads only what it wrote itself; x is
+ *        still being read by the other blocks. A thread sums 4 columns, its
+ *        H + 2 loads issued together (one trip to L2). H is at most
+ *        PROJ_SUM_MAX_HEADS: a 32-head array made the kernel spill (620
+ *        bytes; the step took 440 µs), and 4 heads at a time, the next 4 in
+ *        flight, took two trips (fc's rows 2.45 µs against 2.06).
+ */
+template <typename T>
+static __device__ void stage_proj_sum_rows(const decode_step_args &a, const float *proj_b, T *rows, int n0, int n1)
+{
+    constexpr int MAX_HEADS = PROJ_SUM_MAX_HEADS;
+    const int C = a.C, H = a.H;
+    for (int c = threadIdx.x * 4; c < C; c += STEP_THREADS * 4) {
+        float4 part[MAX_HEADS];
+#pragma unroll
+        for (int h = 0; h < MAX_HEADS; ++h)
+            part[h] = h < H ? __ldcg(reinterpret_cast<const float4 *>(a.proj_parts + (long long)h * C + c))
+                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(proj_b + c));
+        float s[4] = {b.x, b.y, b.z, b.w}, x[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) x[k] = load_cg((const T *)a.x + c + k);
+#pragma unroll
+        for (int h = 0; h < MAX_HEADS; ++h) s[0] += part[h].x, s[1] += part[h].y, s[2] += part[h].z, s[3] += part[h].w;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            store(rows, c + k, x[k] + s[k]);
+            if (c + k >= n0 && c + k < n1) store((T *)a.att, c + k, x[k] + s[k]);
+        }
+    }
+    __syncthreads();
+}
+
 /**
  * @brief v5: one decode step, one kernel. The step is a list of 5·L + 1
  *        phases, and every block walks it: for each phase it requests what
@@ -2134,6 +2241,9 @@ static __device__ void run_head_ring_one_piece(const LinearShare &p, WeightRing 
  *        v20 (fp16; v18's kernel with a.paced_requests, a run-time flag, so
  *        that no new kernel is built): the ring's requests paced
  *        (paced_request_end).
+ *        v21 (fp16; v20's kernel with a.merge_proj, at 1 row): attention and
+ *        proj one phase (proj_head_share, proj_head_dots), fc's rows adding
+ *        the heads' parts (stage_proj_sum_rows): one barrier fewer a layer.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false>
@@ -2175,11 +2285,16 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (a.fed_tokens) a.fed_tokens[threadIdx.x] = step_token(a, threadIdx.x);
     }
     __syncthreads();
-    const int att_splits = attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18/v19; 1 before */
+    /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
+    const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
+    const int att_splits = merged ? 1 : attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18-v20; 1 before */
+    int proj_head = -1; /* v21: this block's head (proj_head_share) */
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
             LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
-            LinearShare share = share_of<T>(d.w, d.N, d.K, true);
+            int head;
+            LinearShare share = merged && j % 4 == 1 ? proj_head_share<T>(a, layers[j / 4].proj_heads, &head)
+                                                     : share_of<T>(d.w, d.N, d.K, true); /* v21: proj by head */
             plan[j] = {share.w, (unsigned)(share.outs * share.chunks)};
         }
         if (HEAD_RING) { /* v10: then the pieces of the block's share of the LM head */
@@ -2202,6 +2317,10 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     }
 
     for (int i = 0; i < P; ++i) {
+        if (merged && i < 5 * L && i % 5 == PHASE_PROJ) { /* v21: done in the attention phase; no barrier */
+            ++barrier.phase;
+            continue;
+        }
         const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
         const bool from_ring = RING && !attention && i < 5 * L; /* before v10, the LM head streams through registers */
         LinearPhase d;
@@ -2209,6 +2328,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         bool one_pass = false; /* v10: the rows staged and normalised in one pass */
         if (!attention) { /* before the barrier: everything that does not depend on the phase before */
             d = describe_phase(a, layers, i);
+            if (merged && i % 5 == PHASE_FCPROJ) d.resid = a.att; /* v21: x + proj, as fc's rows left it */
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
             const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
             one_pass = HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too (src NULL) */
@@ -2223,10 +2343,27 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a, M * a.H * att_splits) &&
                 ring.is_producer())
                 ring.request();
-            attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
-                a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
+            if (merged) { /* v21: the block's head's attention into rows, times its slice of proj */
+                const int j = 4 * (i / 5) + 1;
+                const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
+                if (proj_head >= 0)
+                    attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
+                        a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head, rows); /* 1 split */
+                __syncthreads(); /* the head's outputs are in rows */
+                ring.wait(j);
+                if (proj_head >= 0) proj_head_dots<T>(a, proj, ring, j, rows, proj_head);
+                __syncthreads(); /* every read of proj's weights is done: they go back */
+                if (ring.is_producer()) ring.give_back();
+            } else {
+                attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
+                    a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
+            }
         } else {
-            if (one_pass) {
+            if (merged && i % 5 == PHASE_FC) { /* v21: x + proj's bias + the heads' parts, then LayerNorm */
+                const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
+                stage_proj_sum_rows<T>(a, layers[i / 5].proj_b, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
+                stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
+            } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
                 stage_attention_rows<T, ROWS>(a, rows, att_splits); /* v18/v19: the parts merged */
@@ -2362,6 +2499,12 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->paced_requests && (!a->split_attention || dtype != WB_F16))
         return "persistent decode step with paced requests (v20): needs fp16 and attention split over the idle blocks "
                "(v18)";
+    if (a->merge_proj && (!a->paced_requests || !a->proj_parts))
+        return "persistent decode step with attention and proj in one phase (v21): needs paced requests (v20) and "
+               "proj_parts ([H][C] floats)";
+    if (a->merge_proj && (a->H > PROJ_SUM_MAX_HEADS || a->C > ROWS_ONE_PASS_MAX_K))
+        return "persistent decode step with attention and proj in one phase (v21): needs at most 12 heads and C <= 768 "
+               "(fc's rows in one pass)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2489,6 +2632,8 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     wb_current_gpu(&cc, &sms);
     if (a->weight_ring && cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     if (const char *why = step_flags_refused(dtype, a)) return why;
+    if (a->merge_proj && sms < a->H)
+        return "persistent decode step with attention and proj in one phase (v21): needs at least one block (SM) a head";
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split) {

@@ -149,6 +149,10 @@ typedef struct {
     const float *ln2_b;    /**< [C] */
     void *k_pool;          /**< stage 08's K pool of this block, [num_pages][H][block_size][d] */
     void *v_pool;          /**< the same for V */
+    const void *proj_heads; /**< v21: proj_wt laid out by head, [H][C][64] (head h's 64 inputs of every output
+                                 contiguous), or NULL */
+    const void *padding;    /**< unused: the table stays a multiple of 16 bytes in shared memory, where the rows
+                                 after it are read 16 bytes at a time */
 } decode_layer_weights;
 
 /**
@@ -212,6 +216,11 @@ typedef struct {
     int paced_requests;        /**< v20 (fp16, with split_attention): the ring's producer asks for the first linear
                                     alone as the step starts, then at most one block of the model ahead, and at
                                     proj's rows for nothing past proj (kernels.cu: paced_request_end) */
+    int merge_proj;            /**< v21 (fp16, with paced_requests): at 1 row, attention and proj are one phase:
+                                    block b takes head b / G (G = blocks / H) and slice b % G of proj's outputs,
+                                    multiplies its head's attention output by that slice of proj_heads, and fc's
+                                    rows add the heads' sums (decode_layer_weights.proj_heads set) */
+    float *proj_parts;         /**< v21: [H][C] each head's part of proj's outputs */
 } decode_step_args;
 
 /** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */

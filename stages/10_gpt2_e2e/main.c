@@ -34,10 +34,12 @@
  *  5-8 sequences, and in fp32 the burst of requests after attention split in two; v18 and v19 are v16 and v17
  *  with a sequence's attention split over the idle blocks when its context outgrows one pass of a block's warps;
  *  v20 is v18 with the ring's requests paced: the first linear alone as the step starts, then at most one block of
- *  the model ahead, and none past proj at proj's rows (fp16 only: in fp32 the same rules lost). */
+ *  the model ahead, and none past proj at proj's rows (fp16 only: in fp32 the same rules lost); v21 is v20 with
+ *  attention and proj one phase at batch 1: each block computes one head's attention and multiplies it by its
+ *  slice of proj's weights, and fc's rows add the heads' parts. */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
                                           "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
-                                          "v19", "v20", NULL};
+                                          "v19", "v20", "v21", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -57,14 +59,16 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v15 + v16's two, and the requests' burst split (fp32, sm_90)",
                                            "v16 + attention split over the idle blocks (sm_90)",
                                            "v17 + attention split over the idle blocks (fp32, sm_90)",
-                                           "v18 + the ring's requests paced: the first phase's loads first (sm_90)"};
-enum { N_VARIANTS = 20 };
+                                           "v18 + the ring's requests paced: the first phase's loads first (sm_90)",
+                                           "v20 + attention and proj one phase at batch 1 (sm_90)"};
+enum { N_VARIANTS = 21 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
  *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
  *  the ring (v10, and v11 in fp32), 6 with the weights evict-first in L2 (v12, and v13 in fp32), 7 with the ring's
  *  producer in the last warp (v14, and v15 in fp32), 8 with the traffic shaped (v16, and v17 in fp32), 9 with
- *  attention split over the idle blocks (v18, and v19 in fp32), 10 with the ring's requests paced (v20, fp16 only).
+ *  attention split over the idle blocks (v18, and v19 in fp32), 10 with the ring's requests paced (v20, fp16 only),
+ *  11 with attention and proj one phase at 1 row (v21, fp16 only).
  *  A non-zero path prefills with v1's or v2's kernels. */
 static const struct {
     wb_dtype dtype;
@@ -72,7 +76,7 @@ static const struct {
 } variant_paths[N_VARIANTS] = {{WB_F32, 0}, {WB_F16, 0}, {WB_F32, 1}, {WB_F16, 1}, {WB_F32, 2}, {WB_F16, 2},
                                {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}, {WB_F16, 6},
                                {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}, {WB_F16, 9},
-                               {WB_F32, 9}, {WB_F16, 10}};
+                               {WB_F32, 9}, {WB_F16, 10}, {WB_F16, 11}};
 /** @brief Storage of variant v (0-based). */
 static wb_dtype variant_dtype(int v)
 {
@@ -536,6 +540,7 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     if (!why) why = engine_decode(e, B, seqs, cur, nx, NULL); /* warm */
     int graphs = e->use_graphs;
     e->use_graphs = 0, e->d_trace = wb_device_alloc(n * sizeof *h, "trace");
+    WB_CUDA_CHECK(cudaMemset(e->d_trace, 0, n * sizeof *h)); /* v21 leaves proj's phases unmarked */
     if (!why) why = engine_decode(e, B, seqs, nx, cur, NULL);
     WB_CUDA_CHECK(cudaMemcpy(h, e->d_trace, n * sizeof *h, cudaMemcpyDeviceToHost));
     WB_CUDA_CHECK(cudaFree(e->d_trace));
@@ -554,13 +559,15 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     double t0 = 0, t_end = 0;
     int count[6] = {0};
     for (int p = 0; p < P; ++p) {
-        int k = p == P - 1 ? 5 : p % 5;
+        int k = p == P - 1 ? 5 : p % 5, q = p + 1; /* q: the next phase that ran (v21 runs no proj phase) */
+        if (trace_at(h, P, 0, p, 0) == 0) continue;
+        while (q < P && trace_at(h, P, 0, q, 0) == 0) ++q;
         double first = INFINITY, last_arrival = 0, next = INFINITY, most = 0, r = 0, dd = 0, ee = 0;
         for (int b = 0; b < sms; ++b) {
             double start = trace_at(h, P, b, p, 0), arrive = trace_at(h, P, b, p, 1);
             first = fmin(first, start), last_arrival = fmax(last_arrival, arrive), most = fmax(most, arrive - start);
             if (k != 1) r += trace_at(h, P, b, p, 2) - start, dd += trace_at(h, P, b, p, 3) - trace_at(h, P, b, p, 2), ee += arrive - trace_at(h, P, b, p, 3);
-            if (p + 1 < P) next = fmin(next, trace_at(h, P, b, p + 1, 0));
+            if (q < P) next = fmin(next, trace_at(h, P, b, q, 0));
         }
         if (p == 0) t0 = first;
         if (p + 1 == P) next = last_arrival, t_end = last_arrival;
@@ -572,7 +579,10 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
            "the %d blocks; the step %.1f µs):\n", B, prompt + 2, L, sms, (t_end - t0) * 1e-3);
     printf("    %-30s %7s %7s %7s %8s %8s %8s\n", "phase", "time", "rows", "dots", "epilogue", "slowest", "barrier");
     for (int k = 0; k < 6; ++k)
-        printf("    %-30s %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f\n", kinds[k], wall[k] / count[k] * 1e-3,
+        if (!count[k])
+            printf("    %-30s (none: with attention, v21)\n", kinds[k]);
+        else
+            printf("    %-30s %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f\n", kinds[k], wall[k] / count[k] * 1e-3,
                rows[k] / count[k] * 1e-3, dots[k] / count[k] * 1e-3, epi[k] / count[k] * 1e-3,
                slowest[k] / count[k] * 1e-3, barrier[k] / count[k] * 1e-3);
     free(h);
