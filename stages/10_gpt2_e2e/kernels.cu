@@ -2288,7 +2288,6 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
     const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
     const int att_splits = merged ? 1 : attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18-v20; 1 before */
-    int proj_head = -1; /* v21: this block's head (proj_head_share) */
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
             LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
@@ -2345,6 +2344,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 ring.request();
             if (merged) { /* v21: the block's head's attention into rows, times its slice of proj */
                 const int j = 4 * (i / 5) + 1;
+                int proj_head; /* -1: a block past G·H, with no head */
                 const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
                 if (proj_head >= 0)
                     attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
