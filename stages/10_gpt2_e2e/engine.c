@@ -120,17 +120,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         for (int k = 0; k < C; ++k) wt[(size_t)k * Vp + v] = w->wte[(size_t)v * C + k];
     e->wte_t = wb_device_upload(wt, (size_t)Vp * C, dtype, "wte transposed");
     free(wt);
-    void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w, &e->qkv_wt, &e->proj_wt, &e->fc_wt, &e->fcproj_wt};
+    void ***mats[] = {&e->qkv_w,  &e->proj_w, &e->fc_w,      &e->fcproj_w,  &e->qkv_wt,
+                      &e->proj_wt, &e->fc_wt, &e->fcproj_wt, &e->proj_heads};
     float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
-    for (size_t i = 0; i < 8; ++i) {
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) {
         *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
-        memset(*mats[i], 0, (size_t)L * sizeof(void *)); /* the transposed ones stay NULL without v3 */
+        memset(*mats[i], 0, (size_t)L * sizeof(void *)); /* the transposed ones stay NULL without v3, by head without v21 */
     }
     for (size_t i = 0; i < 8; ++i) *vecs[i] = wb_host_alloc((size_t)L * sizeof(float *), "layer table");
-    if (e->merge_proj) { /* v21 */
-        e->proj_heads = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
-        memset(e->proj_heads, 0, (size_t)L * sizeof(void *));
-    }
     e->k_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
     e->v_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
     for (int l = 0; l < L; ++l) {
@@ -181,7 +178,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
             t[l] = (decode_layer_weights){e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], e->qkv_b[l],
                                           e->proj_b[l], e->fc_b[l], e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l],
                                           e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
-                                          e->proj_heads ? e->proj_heads[l] : NULL, NULL};
+                                          e->proj_heads[l], NULL};
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
         free(t);
@@ -264,9 +261,9 @@ void engine_free(gpt2_engine *e)
     for (int l = 0; e->qkv_w && l < e->cfg.n_layer; ++l) {
         void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
-                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l]}; /* (the last four NULL unless v3) */
+                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL unless v3 */
+                     e->proj_heads[l]}; /* NULL unless v21 */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
-        if (e->proj_heads) WB_CUDA_CHECK(cudaFree(e->proj_heads[l])); /* v21 */
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,

@@ -700,7 +700,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         if (variant_decode_path(v) >= 2) {
             print_step_trace(&e, 1, prompt, tokens);
             print_step_trace(&e, PB, prompt, tokens);
-            if (variant_decode_path(v) >= 5) { /* v10-v20: and at the last timed step's context (attention grows) */
+            if (variant_decode_path(v) >= 5) { /* v10-v21: and at the last timed step's context (attention grows) */
                 print_step_trace(&e, 1, prompt + steps - 2, tokens);
                 print_step_trace(&e, PB, prompt + steps - 2, tokens);
             }
