@@ -74,8 +74,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->cfg = *c, e->dtype = dtype, e->max_seqs = max_seqs;
     e->max_tokens = max_tokens < max_seqs ? max_seqs : max_tokens;
     int C = c->C, V = c->vocab, L = c->n_layer, H = c->n_head, d = C / H;
-    int cc, sms;
-    wb_current_gpu(&cc, &sms);
+    int cc;
+    wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp16: v5, the Hopper GEMM, on a compute capability 9.0 GPU, else v4),
      * stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
     e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v5" : "v4") : "v3", dtype);
@@ -84,16 +84,16 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 13) return "decode_path must be 0..13 (see engine.h)";
+    if (decode_path < 0 || decode_path > 12) return "decode_path must be 0..12 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v23) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v22) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
-    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v23) takes fp16";
+    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v22) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
@@ -102,11 +102,11 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->weights_evict_first = decode_path >= 6; /* v12-v20 */
     e->producer_last_warp = decode_path >= 7;  /* v14-v20 */
     e->shaped_traffic = decode_path >= 8;      /* v16-v20 */
-    e->split_attention = decode_path >= 9;     /* v18-v23 */
-    e->paced_requests = decode_path >= 10;     /* v20-v23 */
-    e->merge_proj = decode_path >= 11;         /* v21-v23 */
-    e->merge_one_pass = decode_path >= 12;     /* v22, v23 */
-    e->merge_mlp = decode_path == 13;          /* v23 */
+    e->split_attention = decode_path >= 9;     /* v18-v22 */
+    e->paced_requests = decode_path >= 10;     /* v20-v22 */
+    e->merge_proj = decode_path >= 11;         /* v21, v22 */
+    e->merge_one_pass = decode_path == 12;     /* v22 */
+    e->pass_tokens = gpt2_decode_step_pass_tokens(dtype);
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -123,12 +123,11 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->wte_t = wb_device_upload(wt, (size_t)Vp * C, dtype, "wte transposed");
     free(wt);
     void ***mats[] = {&e->qkv_w,  &e->proj_w, &e->fc_w,      &e->fcproj_w,  &e->qkv_wt,
-                      &e->proj_wt, &e->fc_wt, &e->fcproj_wt, &e->proj_heads, &e->fcproj_cols};
+                      &e->proj_wt, &e->fc_wt, &e->fcproj_wt, &e->proj_heads};
     float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) {
         *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
-        memset(*mats[i], 0, (size_t)L * sizeof(void *)); /* the transposed ones stay NULL without v3, by head without
-                                                           * v21, by column without v23 */
+        memset(*mats[i], 0, (size_t)L * sizeof(void *)); /* the transposed ones stay NULL without v3, by head without v21 */
     }
     for (size_t i = 0; i < 8; ++i) *vecs[i] = wb_host_alloc((size_t)L * sizeof(float *), "layer table");
     e->k_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
@@ -154,17 +153,6 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
                 WB_CUDA_CHECK(cudaMemcpy2D((char *)e->proj_heads[l] + (size_t)h * C * d * es, (size_t)d * es,
                                            (const char *)e->proj_wt[l] + (size_t)h * d * es, (size_t)C * es,
                                            (size_t)d * es, (size_t)C, cudaMemcpyDeviceToDevice));
-        }
-        if (e->merge_mlp) { /* v23: fcproj_wt ([C][4C]) by the blocks' shares of fc's outputs: [blocks][C][W] */
-            const size_t es = wb_dtype_bytes(dtype), W = (size_t)decode_fcproj_cols_width(C, sms, (int)es);
-            e->fcproj_cols[l] = wb_device_alloc((size_t)sms * C * W * es, "fc proj weight by column");
-            WB_CUDA_CHECK(cudaMemset(e->fcproj_cols[l], 0, (size_t)sms * C * W * es)); /* the columns past a share */
-            for (int blk = 0; blk < sms; ++blk) { /* share_of's outputs of fc for block blk: one 2-D copy */
-                const size_t j0 = (size_t)4 * C * blk / sms, outs = (size_t)4 * C * (blk + 1) / sms - j0;
-                WB_CUDA_CHECK(cudaMemcpy2D((char *)e->fcproj_cols[l] + (size_t)blk * C * W * es, W * es,
-                                           (const char *)e->fcproj_wt[l] + j0 * es, (size_t)4 * C * es, outs * es,
-                                           (size_t)C, cudaMemcpyDeviceToDevice));
-            }
         }
         e->fc_b[l] = upload_f32(b->fc_b, (size_t)4 * C, "fc bias");
         e->fcproj_b[l] = upload_f32(b->fcproj_b, (size_t)C, "fc proj bias");
@@ -192,7 +180,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
             t[l] = (decode_layer_weights){e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], e->qkv_b[l],
                                           e->proj_b[l], e->fc_b[l], e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l],
                                           e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
-                                          e->proj_heads[l], e->fcproj_cols[l]};
+                                          e->proj_heads[l], NULL};
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
         free(t);
@@ -200,8 +188,6 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     }
     if (e->merge_proj) /* v21: each head's part of proj's outputs, [H][C] */
         e->d_proj_parts = wb_device_alloc((size_t)H * C * sizeof(float), "proj's parts by head");
-    if (e->merge_mlp) /* v23: fc-proj's outputs in fixed point, [L][DECODE_MLP_ACC_ROW(C)] (the kernel zeroes them) */
-        e->d_mlp_acc = wb_device_alloc((size_t)L * DECODE_MLP_ACC_ROW(C) * sizeof(long long), "fc-proj's sums");
     if (e->split_attention) { /* v18/v19; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
@@ -278,17 +264,17 @@ void engine_free(gpt2_engine *e)
         void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
                      e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL unless v3 */
-                     e->proj_heads[l], e->fcproj_cols[l]}; /* NULL unless v21, v23 */
+                     e->proj_heads[l]}; /* NULL unless v21 */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_proj_parts, e->d_mlp_acc};
+                 e->d_att_parts, e->d_proj_parts};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
-                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads, e->fcproj_cols};
+                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
     if (e->step_h.slots) WB_CUDA_CHECK(cudaFreeHost(e->step_h.slots));
     if (e->queue_h[0][0].slots) WB_CUDA_CHECK(cudaFreeHost(e->queue_h[0][0].slots));
@@ -472,10 +458,29 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
+/**
+ * @brief Whether the persistent step merges attention and proj (v21, v22)
+ *        in a step of n sequences with the context lengths of `host` (its
+ *        inputs on the host). v21 merges in every step. v22 merges only where
+ *        one pass of a block's warps covers the longest context: past it the
+ *        merged attention, one block a head, reads the context in two passes,
+ *        where v20's phases split it over the idle blocks. The host knows
+ *        every step's lengths before it launches the step (engine_generate
+ *        works them out a queue ahead), so it chooses the phases, and the
+ *        kernel is v21's, unchanged.
+ */
+static int step_merges_proj(const gpt2_engine *e, int n, const engine_step_inputs *host)
+{
+    if (!e->merge_proj) return 0;
+    int longest = 0;
+    for (int i = 0; i < n; ++i) longest = host->lens[i] > longest ? host->lens[i] : longest;
+    return !e->merge_one_pass || longest <= e->pass_tokens;
+}
+
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
- *         to `best`. */
+ *         to `best`; attention and proj in one phase if `merge_proj` (v21; v22: step_merges_proj). */
 static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const engine_step_inputs *in,
-                                             unsigned long long *best)
+                                             unsigned long long *best, int merge_proj)
 {
     const gpt2_config *c = &e->cfg;
     decode_step_args a = {.layers = e->d_layers, .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
@@ -489,16 +494,15 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first,
                           .producer_last_warp = e->producer_last_warp, .shaped_traffic = e->shaped_traffic,
                           .split_attention = e->split_attention, .att_parts = e->d_att_parts,
-                          .paced_requests = e->paced_requests, .merge_proj = e->merge_proj,
-                          .proj_parts = e->d_proj_parts, .merge_one_pass = e->merge_one_pass,
-                          .merge_mlp = e->merge_mlp, .mlp_acc = e->d_mlp_acc};
+                          .paced_requests = e->paced_requests, .merge_proj = merge_proj,
+                          .proj_parts = e->d_proj_parts};
     return a;
 }
 
 int engine_persistent_step(const gpt2_engine *e, int n)
 {
     /* the arguments a step would take: the same sizes and flags, so the size asked is the size launched */
-    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best);
+    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, e->merge_proj);
     size_t smem = gpt2_decode_step_smem(e->dtype, &a);
     return e->persistent_decode && n <= DECODE_MAX_ROWS && smem && smem <= wb_current_smem_per_block();
 }
@@ -512,7 +516,7 @@ static const char *decode_kernels_persistent(gpt2_engine *e, int n)
 {
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
-    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best);
+    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, step_merges_proj(e, n, &e->step_h));
     TRY(gpt2_decode_step(e->dtype, &a));
     charge(e, &p->whole_step, &mark);
     return NULL;
@@ -623,7 +627,7 @@ static const char *capture_decode(gpt2_engine *e, int n)
     }
     WB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     WB_CUDA_CHECK(cudaGraphDestroy(graph));
-    e->graph_exec = exec, e->graph_n = n;
+    e->graph_exec = exec, e->graph_n = n, e->graph_merge_proj = step_merges_proj(e, n, &e->step_h);
     return NULL;
 }
 
@@ -691,7 +695,8 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     if (e->profile || !e->use_graphs) {
         TRY(decode_kernels(e, n));
     } else {
-        if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
+        if (!e->graph_exec || e->graph_n != n || e->graph_merge_proj != step_merges_proj(e, n, in))
+            TRY(capture_decode(e, n)); /* v22: the step's phases changed with its context */
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
     if (fused_step(e, n)) { /* v3's LM head leaves an argmax key per sequence */
@@ -756,7 +761,7 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     for (int j = 0; j < queued; ++j) {
         const int s = s0 + j;
         TRY(copy_pages(e, copies[j], n_copies[j]));
-        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s));
+        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), step_merges_proj(e, n, &h[j]));
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;

@@ -159,11 +159,9 @@ typedef struct {
     float *d_att_parts;       /**< v18, v19: the split attention's partial outputs (decode_step_args.att_parts) */
     int paced_requests;       /**< v20, v21: and the ring's requests paced (decode_step_args.paced_requests) */
     int merge_proj;           /**< v21, v22: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
-    int merge_one_pass;       /**< v22, v23: only where one pass covers the context (decode_step_args.merge_one_pass) */
-    int merge_mlp;            /**< v23: and fc and fc-proj one phase (decode_step_args.merge_mlp) */
-    void **fcproj_cols;       /**< v23, per layer: fcproj_wt by the blocks' shares of fc, [blocks][C][W]
-                                   (decode_layer_weights.fcproj_cols) */
-    long long *d_mlp_acc;     /**< v23: fc-proj's outputs in fixed point (decode_step_args.mlp_acc) */
+    int merge_one_pass;       /**< v22: merge only in the steps whose longest context one pass covers (engine.c:
+                                   step_merges_proj) */
+    int pass_tokens;          /**< the context one pass of the persistent step reads (gpt2_decode_step_pass_tokens) */
     void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
     float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
@@ -173,6 +171,7 @@ typedef struct {
                                       (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
+    int graph_merge_proj;     /**< and whether its step merges attention and proj (v22 decides step by step) */
 } gpt2_engine;
 
 /**
@@ -196,8 +195,7 @@ typedef struct {
  *        attention split over the idle blocks; 10: v20's, v18's with the
  *        ring's requests paced (fp16); 11: v21's, v20's with attention and
  *        proj one phase at 1 row (fp16); 12: v22's, v21's merging only
- *        where one pass covers the context, v20's past it (fp16); 13: v23's,
- *        v22's with fc and fc-proj one phase where it merges (fp16)
+ *        in the steps whose longest context one pass covers (fp16)
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

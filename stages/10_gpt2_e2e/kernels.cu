@@ -2201,132 +2201,6 @@ static __device__ void stage_proj_sum_rows(const decode_step_args &a, const floa
     __syncthreads();
 }
 
-/* ------------------------------------------------------------------------ */
-/* v23: fc and fc-proj in one phase, at 1 row                                */
-/* ------------------------------------------------------------------------ */
-/*
- * fc-proj is linear in fc's outputs, as proj is in attention's (v21):
- * fcproj(g) = Σ_j W[:, j]·g_j. Block b computes fc's outputs J_b (23-24 of
- * 3072 on the H100) and holds the same columns of fc-proj's weights, so it
- * can add its part W[:, J_b]·g_{J_b} to all C outputs at once, without
- * waiting for the other blocks: no fc-proj phase, no barrier, no rows.
- *
- * The parts of 132 blocks must be added, and in a fixed order if the sum is
- * to be the same from run to run. v21 keeps 12 heads' parts apart and fc's
- * rows add them; 132 parts apart would be 132 rows to read. So each block
- * adds its part into one row with an atomic, and the order is fixed another
- * way: the part goes in as a 64-bit integer (fixed point, 2^32 to 1.0), and
- * integer addition is associative. Whatever order the atomics land in, the
- * sum is the same, bit for bit (stage 02 makes its sum deterministic with two
- * passes; this is the other way). Rounding each part to 2^-32 costs far less
- * than fp16's rounding of the result.
- */
-
-/** @brief v23: the block's columns of fc-proj's weights as a linear share: C outputs of W / VEC chunks each, the
- *         block's run of fcproj_cols ([blocks][C][W]). */
-template <typename T>
-static __device__ LinearShare fcproj_cols_share(const decode_step_args &a, const void *fcproj_cols)
-{
-    LinearShare p;
-    p.chunks = decode_fcproj_cols_width(a.C, gridDim.x, sizeof(T)) * (int)sizeof(T) / 16;
-    p.n0 = 0, p.outs = a.C, p.S = 1, p.log2S = 0, p.units = a.C;
-    p.w = reinterpret_cast<const uint4 *>(fcproj_cols) + (long long)blockIdx.x * a.C * p.chunks;
-    return p;
-}
-
-/**
- * @brief v23: fc's epilogue into shared memory instead of `hidden`: g[o] =
- *        GELU(bias + dot) for the share's outputs, rounded to T as v20's
- *        hidden holds it, and zeros up to W (the zero columns past the share).
- */
-template <typename T>
-static __device__ void finish_fc_to_shared(const LinearShare &p, const float *partial, const Prefetched &pre,
-                                           const float *bias, T *g, int W)
-{
-    __syncthreads(); /* every warp's partial sums are in (1 row: partial[unit]) */
-    for (int o = threadIdx.x; o < W; o += STEP_THREADS) {
-        float v = 0.0f;
-        if (o < p.outs) {
-            float s = 0.0f;
-            for (int sl = 0; sl < p.S; ++sl) s += partial[o * p.S + sl];
-            v = gelu_tanh(s + (o == (int)threadIdx.x ? pre.bias : __ldg(bias + p.n0 + o))); /* issue_phase's bias */
-        }
-        store(g, o, v);
-    }
-    __syncthreads();
-}
-
-/**
- * @brief v23: the block's part of fc-proj's C outputs, its W values of g
- *        times its columns of the weights (from the ring, [C][W]), added
- *        into acc (mlp_acc's row of this layer) as fixed point. Thread t
- *        takes outputs t, t + 256, …: a warp's atomics cover 32 adjacent
- *        sums, and its 16-byte ring loads, W·2 bytes apart, fall on distinct
- *        banks. A part out of range (or NaN) sets the row's flag instead of
- *        wrapping round silently.
- */
-template <typename T>
-static __device__ void fcproj_cols_dots(const LinearShare &p, const WeightRing &ring, int j, const T *g,
-                                        long long *acc, int C)
-{
-    constexpr int VEC = Vec16<T>::N;
-    const unsigned from = ring.start[j % RING_LINEARS];
-    bool out_of_range = false;
-    for (int n = threadIdx.x; n < C; n += STEP_THREADS) {
-        float sum = 0.0f;
-        for (int q = 0; q < p.chunks; ++q) {
-            float w[VEC], x[VEC];
-            unpack16(ring.at(from, n * p.chunks + q), w, T());
-            unpack16(reinterpret_cast<const uint4 *>(g)[q], x, T());
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) sum = fmaf(w[e], x[e], sum);
-        }
-        out_of_range |= !(fabsf(sum) < (float)DECODE_MLP_PART_MOST);
-        const long long fixed = __float2ll_rn(sum * (float)DECODE_MLP_FIXED_ONE); /* exact: a power of 2 */
-        atomicAdd(reinterpret_cast<unsigned long long *>(acc + n), (unsigned long long)fixed); /* two's complement */
-    }
-    if (out_of_range) atomicOr(reinterpret_cast<unsigned long long *>(acc + C), 1ull);
-}
-
-/**
- * @brief v23: the residual stream after fc-proj, as the next phase's row
- *        before its LayerNorm: att (x + proj, as fc's rows left it) plus
- *        fc-proj's bias plus the blocks' summed parts, rounded to T as v20's
- *        fc-proj epilogue rounds it, into rows[0 … C). Thread c takes 16-byte
- *        chunk c, its loads issued together (one trip to L2); block b writes
- *        the chunks c ≡ b (mod blocks) to x, for fc's rows. A flagged row
- *        (a part out of range) is NaN, never a wrapped-round sum.
- */
-template <typename T>
-static __device__ void stage_mlp_sum_rows(const decode_step_args &a, const float *fcproj_b, const long long *acc,
-                                          T *rows)
-{
-    constexpr int VEC = Vec16<T>::N;
-    for (int c = threadIdx.x; c < a.C / VEC; c += STEP_THREADS) {
-        float v[VEC], b[VEC];
-        long long s[VEC];
-        unpack16(load_fresh(reinterpret_cast<const T *>(a.att) + c * VEC), v, T());
-#pragma unroll
-        for (int e = 0; e < VEC; e += 2) {
-            const longlong2 t = __ldcg(reinterpret_cast<const longlong2 *>(acc + c * VEC + e));
-            s[e] = t.x, s[e + 1] = t.y;
-        }
-#pragma unroll
-        for (int e = 0; e < VEC; e += 4) {
-            const float4 t = __ldg(reinterpret_cast<const float4 *>(fcproj_b + c * VEC + e));
-            b[e] = t.x, b[e + 1] = t.y, b[e + 2] = t.z, b[e + 3] = t.w;
-        }
-        const bool flagged = __ldcg(acc + a.C) != 0;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-            v[e] = flagged ? __int_as_float(0x7fffffff) : v[e] + (b[e] + (float)s[e] * (float)(1.0 / DECODE_MLP_FIXED_ONE));
-        const uint4 sum = pack16(v, T());
-        reinterpret_cast<uint4 *>(rows)[c] = sum;
-        if (c % (int)gridDim.x == (int)blockIdx.x) reinterpret_cast<uint4 *>(a.x)[c] = sum;
-    }
-    __syncthreads();
-}
-
 /**
  * @brief v5: one decode step, one kernel. The step is a list of 5·L + 1
  *        phases, and every block walks it: for each phase it requests what
@@ -2370,8 +2244,6 @@ static __device__ void stage_mlp_sum_rows(const decode_step_args &a, const float
  *        v21 (fp16; v20's kernel with a.merge_proj, at 1 row): attention and
  *        proj one phase (proj_head_share, proj_head_dots), fc's rows adding
  *        the heads' parts (stage_proj_sum_rows): one barrier fewer a layer.
- *        v22 (fp16; v21's kernel with a.merge_one_pass): v21's phases in a
- *        step whose contexts one pass covers, v20's past it.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false>
@@ -2413,26 +2285,15 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         if (a.fed_tokens) a.fed_tokens[threadIdx.x] = step_token(a, threadIdx.x);
     }
     __syncthreads();
-    /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's.
-     * v22: only where v20 would not split it either (one pass of the warps covers the longest context) */
-    const int splits = attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18-v20; 1 before */
-    const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj && (!a.merge_one_pass || splits == 1);
-    const int att_splits = merged ? 1 : splits;
-    const bool merged_mlp = merged && a.merge_mlp; /* v23: and fc and fc-proj one phase */
-    if (merged_mlp) /* the fixed-point sums start at zero (the step before read them all, a kernel before); the
-                     * barriers before the first fc order these stores before its atomics */
-        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * DECODE_MLP_ACC_ROW(C);
-             k += (long long)gridDim.x * STEP_THREADS)
-            a.mlp_acc[k] = 0;
+    /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
+    const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
+    const int att_splits = merged ? 1 : attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18-v20; 1 before */
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
             LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
             int head;
-            LinearShare share = merged && j % 4 == 1       ? proj_head_share<T>(a, layers[j / 4].proj_heads, &head)
-                                : merged_mlp && j % 4 == 3 ? fcproj_cols_share<T>(a, layers[j / 4].fcproj_cols)
-                                                           : share_of<T>(d.w, d.N, d.K, true); /* v21: proj by head;
-                                                                                                 * v23: fc-proj by
-                                                                                                 * column */
+            LinearShare share = merged && j % 4 == 1 ? proj_head_share<T>(a, layers[j / 4].proj_heads, &head)
+                                                     : share_of<T>(d.w, d.N, d.K, true); /* v21: proj by head */
             plan[j] = {share.w, (unsigned)(share.outs * share.chunks)};
         }
         if (HEAD_RING) { /* v10: then the pieces of the block's share of the LM head */
@@ -2455,8 +2316,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     }
 
     for (int i = 0; i < P; ++i) {
-        if (i < 5 * L && ((merged && i % 5 == PHASE_PROJ) || (merged_mlp && i % 5 == PHASE_FCPROJ))) {
-            ++barrier.phase; /* v21: proj done in the attention phase, v23: fc-proj in fc's; no barrier */
+        if (merged && i < 5 * L && i % 5 == PHASE_PROJ) { /* v21: done in the attention phase; no barrier */
+            ++barrier.phase;
             continue;
         }
         const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
@@ -2502,11 +2363,6 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
                 stage_proj_sum_rows<T>(a, layers[i / 5].proj_b, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
                 stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
-            } else if (merged_mlp && i % 5 == PHASE_QKV && i > 0) { /* v23: after the block before's fc phase (and
-                                                                      * the LM head's, i = 5L, after the last) */
-                const int l = i / 5 - 1;
-                stage_mlp_sum_rows<T>(a, layers[l].fcproj_b, a.mlp_acc + (long long)l * DECODE_MLP_ACC_ROW(C), rows);
-                stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
             } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
@@ -2549,21 +2405,13 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
             }
             barrier.mark(3);
-            if (merged_mlp && i % 5 == PHASE_FC) { /* v23: GELU into shared memory, times fc-proj's columns */
-                T *g = rows + C; /* past the row fc multiplied */
-                finish_fc_to_shared<T>(share, partial, pre, d.bias, g, decode_fcproj_cols_width(C, gridDim.x, sizeof(T)));
-                ring.wait(d.linear + 1); /* asked for at fc's rows (paced_request_end: 4 linears) */
-                fcproj_cols_dots<T>(fcproj_cols_share<T>(a, layers[i / 5].fcproj_cols), ring, d.linear + 1, g,
-                                    a.mlp_acc + (long long)(i / 5) * DECODE_MLP_ACC_ROW(C), C);
-            } else if (!head) {
+            if (!head)
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool);
-            }
         }
         if (i + 1 < P) barrier.arrive();
-        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads, or
-                                                 * the arrival's): its bytes go back */
+        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
+                                                 * its bytes go back */
             ring.give_back();
-            if (merged_mlp && i % 5 == PHASE_FC) ring.give_back(); /* v23: and fc-proj's columns */
         }
     }
     /* the LM head's argmax: the block's best per row (lane m holds row m's; with tensor cores, lanes 4m … 4m + 3),
@@ -2657,11 +2505,6 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->merge_proj && (a->H > PROJ_SUM_MAX_HEADS || a->C > ROWS_ONE_PASS_MAX_K))
         return "persistent decode step with attention and proj in one phase (v21): needs at most 12 heads and C <= 768 "
                "(fc's rows in one pass)";
-    if (a->merge_one_pass && !a->merge_proj)
-        return "persistent decode step merging attention and proj at one pass (v22): needs merge_proj (v21)";
-    if (a->merge_mlp && (!a->merge_one_pass || !a->mlp_acc))
-        return "persistent decode step with fc and fc-proj in one phase (v23): needs merge_one_pass (v22) and mlp_acc "
-               "(L * DECODE_MLP_ACC_ROW(C) int64)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2750,11 +2593,6 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
-        const unsigned vec = 16 / sizeof(T), fc_share = (unsigned)((4 * a->C + blocks - 1) / blocks) * (a->C / vec),
-                       cols_share = (unsigned)(a->C * decode_fcproj_cols_width(a->C, blocks, sizeof(T))) / vec;
-        if (a->merge_mlp && args.ring_chunks < fc_share + cols_share) /* v23: both in the ring during fc's phase */
-            return "persistent decode step with fc and fc-proj in one phase (v23): fc's share and fc-proj's columns "
-                   "do not fit in the ring together";
         if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING))
             return HEAD_RING ? "persistent decode step with the LM head in the ring: a round of its pieces does not "
                                "fit in the shared memory the rows leave (fewer sequences, or v9, do)"
@@ -2779,6 +2617,11 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
     return NULL;
 }
 
+int gpt2_decode_step_pass_tokens(wb_dtype dtype)
+{
+    return STEP_WARPS * (dtype == WB_F16 ? attention_warp_tokens<__half>() : attention_warp_tokens<float>());
+}
+
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
 {
     if (a->M < 1 || a->M > DECODE_MAX_ROWS) return "persistent decode step: needs 1 <= M <= 8 sequences";
@@ -2796,9 +2639,6 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (a->merge_proj && sms < a->H)
         return "persistent decode step with attention and proj in one phase (v21): needs at least one block (SM) a head";
-    if (a->merge_mlp && sms > DECODE_MLP_MAX_BLOCKS)
-        return "persistent decode step with fc and fc-proj in one phase (v23): needs at most 256 blocks (SMs), the "
-               "parts its fixed-point sums hold";
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split) {

@@ -151,10 +151,8 @@ typedef struct {
     void *v_pool;          /**< the same for V */
     const void *proj_heads; /**< v21: proj_wt laid out by head, [H][C][64] (head h's 64 inputs of every output
                                  contiguous), or NULL */
-    const void *fcproj_cols; /**< v23: fcproj_wt by the blocks' shares of fc's outputs, [blocks][C][W] (W =
-                                  decode_fcproj_cols_width: block b's columns of every output contiguous, zeros
-                                  past its share), or NULL. The table stays a multiple of 16 bytes in shared
-                                  memory, where the rows after it are read 16 bytes at a time */
+    const void *padding;    /**< unused: the table stays a multiple of 16 bytes in shared memory, where the rows
+                                 after it are read 16 bytes at a time */
 } decode_layer_weights;
 
 /**
@@ -223,44 +221,7 @@ typedef struct {
                                     multiplies its head's attention output by that slice of proj_heads, and fc's
                                     rows add the heads' sums (decode_layer_weights.proj_heads set) */
     float *proj_parts;         /**< v21: [H][C] each head's part of proj's outputs */
-    int merge_one_pass;        /**< v22 (with merge_proj): merge attention and proj only in a step whose longest
-                                    context one pass of a block's warps covers (attention not split); past it, v20's
-                                    phases, attention split over the idle blocks */
-    int merge_mlp;             /**< v23 (with merge_one_pass), in the steps v22 merges: fc and fc-proj one phase.
-                                    Block b multiplies its share of fc's outputs (after GELU) by the same columns
-                                    of fc-proj's weights (decode_layer_weights.fcproj_cols) and adds that part of
-                                    every output into mlp_acc, in fixed point; the next phase's rows add the sums */
-    long long *mlp_acc;        /**< v23: [L][DECODE_MLP_ACC_ROW(C)] fc-proj's outputs as 64-bit fixed point
-                                    (DECODE_MLP_FIXED_ONE to 1.0), then a flag (non-zero: a part out of range);
-                                    the kernel zeroes them */
 } decode_step_args;
-
-/** @brief v23: int64 of decode_step_args.mlp_acc per layer: C sums, the flag, one of padding (16-byte rows). */
-#define DECODE_MLP_ACC_ROW(C) ((C) + 2)
-/** @brief v23: fixed-point units per 1.0 in mlp_acc (2^32: a resolution of 2.3e-10, far under fp16's). A block's
- *         part must be under DECODE_MLP_PART_MOST in magnitude (else the flag is set), so that the sum of up to
- *         DECODE_MLP_MAX_BLOCKS parts stays under 2^62, inside int64. */
-#define DECODE_MLP_FIXED_ONE 4294967296.0
-/** @brief v23: the largest part a block adds (2^22; fp16's largest value is 65504). */
-#define DECODE_MLP_PART_MOST 4194304.0
-/** @brief v23: the most blocks whose parts mlp_acc adds (2^8 · 2^22 · 2^32 = 2^62). */
-#define DECODE_MLP_MAX_BLOCKS 256
-
-/**
- * @brief v23: the columns of fcproj_cols a block holds: the widest share of
- *        fc's outputs, ⌈4C / blocks⌉, rounded up to whole 16-byte chunks of
- *        the storage type (3 chunks of 8 fp16 for GPT-2 124M on 132 SMs).
- */
-#ifdef __CUDACC__
-#define DECODE_HD __host__ __device__ /**< callable from host (the engine lays the weights out) and device code */
-#else
-#define DECODE_HD
-#endif
-static inline DECODE_HD int decode_fcproj_cols_width(int C, int blocks, int elem_bytes)
-{
-    const int most = (4 * C + blocks - 1) / blocks, vec = 16 / elem_bytes;
-    return (most + vec - 1) / vec * vec;
-}
 
 /** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */
 #define ATT_MAX_SPLITS 4
@@ -291,6 +252,15 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a);
 /** @brief Launch one persistent decode step (a memset, unless barrier_zeroed, and one cooperative kernel); NULL, or
  *         why not. */
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);
+
+/**
+ * @brief The most context one block of the persistent step reads in one pass
+ *        of its warps (128 tokens in fp32, 256 in fp16): past it, v18-v20
+ *        split a sequence's attention over more blocks, and v21's merged
+ *        attention (merge_proj) takes a second pass. The engine's v22 merges
+ *        only in the steps whose longest context this covers.
+ */
+int gpt2_decode_step_pass_tokens(wb_dtype dtype);
 
 #ifdef __cplusplus
 }
