@@ -5,6 +5,8 @@
     plot.py ingest DIR                           file DIR/stageNN.csv under results/<gpu>/
     plot.py tables [--check]                     rewrite (or, with --check, verify) the
                                                  measured tables in README.md and the stage pages
+    plot.py splice RUN.csv [--results DIR]       put one --variant run's rows into the committed
+                                                 CSV of its stage and GPU, in teaching order
 
 Uses matplotlib and the standard library only. The tables sit between marker
 comments (<!-- results:stage01 --> ... <!-- /results:stage01 -->, and
@@ -13,6 +15,7 @@ measurements never drift apart: CI runs `tables --check`.
 """
 import argparse
 import csv
+import io
 import os
 import re
 import shutil
@@ -246,6 +249,41 @@ def ingest(src_dir):
         n += 1
     if n == 0:
         sys.exit(f"no stageNN.csv in {src_dir}")
+
+
+def splice(path, results=RESULTS):
+    """Put one run's rows (the CSV of a `--variant vN` run) into the committed CSV of its stage and GPU, keeping the
+    other rows' text as it is: a row replaces the row of the same problem, size and variant, or goes after the last
+    row of its problem whose variant comes before it in teaching order (a new problem goes at the end)."""
+    def key_and_order(line):
+        r = next(csv.DictReader(io.StringIO(header + line)))
+        m = re.fullmatch(r"v(\d+)", r["variant"])
+        return (r["problem"], r["size"]), r["variant"], int(m.group(1)) if m else 10 ** 9
+    def lines_of(file):
+        with open(file, newline="") as f:
+            return [l if l.endswith("\n") else l + "\n" for l in f.read().splitlines(keepends=True)]
+    header, *new_lines = lines_of(path)
+    if not new_lines:
+        sys.exit(f"no rows in {path}")
+    first = next(csv.DictReader(io.StringIO(header + new_lines[0])))
+    dest = os.path.join(results, slug(first["gpu"]), f"{first['stage']}.csv")
+    dest_header, *lines = lines_of(dest)
+    if dest_header != header:
+        sys.exit(f"{path}: its columns differ from {dest}'s")
+    for line in new_lines:
+        key, variant, order = key_and_order(line)
+        rows = [key_and_order(l) for l in lines]
+        same = [i for i, (k, v, _) in enumerate(rows) if k == key and v == variant]
+        if same:
+            lines[same[0]] = line
+            continue
+        group = [i for i, (k, _, _) in enumerate(rows) if k == key]
+        before = [i for i in group if rows[i][2] < order]
+        at = (before[-1] if before else group[0] - 1) + 1 if group else len(lines)
+        lines.insert(at, line)
+    with open(dest, "w", newline="") as f:
+        f.write(dest_header + "".join(lines))
+    print(f"{path}: {len(new_lines)} rows -> {dest}")
 
 
 def fmt_ms(ms):
@@ -485,6 +523,9 @@ def main():
     d.add_argument("--out", default=IMAGES)
     i = sub.add_parser("ingest", help="file stageNN.csv files under results/<gpu>/")
     i.add_argument("dir")
+    sp = sub.add_parser("splice", help="put one run's rows (a --variant run's CSV) into the committed CSV")
+    sp.add_argument("csv")
+    sp.add_argument("--results", default=RESULTS)
     t = sub.add_parser("tables", help="rewrite the measured tables in the pages")
     t.add_argument("--check", action="store_true", help="only verify; exit 1 when out of date")
     a = ap.parse_args()
@@ -492,6 +533,8 @@ def main():
         draw(a.results, a.out)
     elif a.cmd == "ingest":
         ingest(a.dir)
+    elif a.cmd == "splice":
+        splice(a.csv, a.results)
     else:
         tables(a.check)
 
