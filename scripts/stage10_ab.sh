@@ -34,16 +34,19 @@ wait $new_pid || { echo "build of this tree failed"; tail -20 "$OUT/ab/build_bui
 [[ -n "${AB_BASE:-}" ]] && { wait $base_pid || { echo "build of $AB_BASE failed"; exit 1; }; }
 echo "built, $(elapsed)"
 NEW=build-ab-new/bin/stage10_gpt2_e2e BASE=build-ab-base/bin/stage10_gpt2_e2e
+failed=0 # a check or a sanitizer that did not pass: the script's exit code
 for v in ${CHECKS:-}; do
   timeout 120 $NEW --check --variant "$v" > "$OUT/ab/check_$v.log" 2>&1
-  echo "check $v: exit $? ($(tail -1 "$OUT/ab/check_$v.log")), $(elapsed)"
+  rc=$?; [[ $rc == 0 ]] || failed=1
+  echo "check $v: exit $rc ($(tail -1 "$OUT/ab/check_$v.log")), $(elapsed)"
   grep FAIL "$OUT/ab/check_$v.log" | head -5
 done
 for v in ${SANITIZE:-}; do
   for tool in memcheck racecheck; do
     timeout 150 compute-sanitizer --tool $tool --error-exitcode 1 $NEW --check --variant "$v" --check-max 1000 \
       > "$OUT/ab/${tool}_$v.log" 2>&1
-    echo "$tool $v: exit $? ($(tail -1 "$OUT/ab/${tool}_$v.log")), $(elapsed)"
+    rc=$?; [[ $rc == 0 ]] || failed=1
+    echo "$tool $v: exit $rc ($(tail -1 "$OUT/ab/${tool}_$v.log")), $(elapsed)"
   done
 done
 run=0
@@ -53,6 +56,7 @@ for spec in "$@"; do
   name=$(printf '%02d_%s_%s' $run "$tree" "$v")
   timeout 120 $bin --bench --variant "$v" --csv "$OUT/ab/$name.csv" > "$OUT/ab/$name.log" 2>&1
   echo "== $spec: exit $?, $(elapsed)"
+  [[ -s "$OUT/ab/$name.csv" ]] || { tail -1 "$OUT/ab/$name.log"; continue; }
   python3 - "$OUT/ab/$name.csv" <<'PY'
 import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
@@ -63,3 +67,4 @@ PY
   grep -A8 "inside one step, batch 1, context 130" "$OUT/ab/$name.log" | grep -v "^ *phase" | cut -c1-100
 done
 tar czf "$OUT/stage10_ab.tar.gz" -C "$OUT" ab && rm -rf "$OUT/ab"
+exit $failed
