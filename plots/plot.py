@@ -255,8 +255,10 @@ def splice(path, results=RESULTS):
     """Put one run's rows (the CSV of a `--variant vN` run) into the committed CSV of its stage and GPU, keeping the
     other rows' text as it is: a row replaces the row of the same problem, size and variant, or goes after the last
     row of its problem whose variant comes before it in teaching order (a new problem goes at the end)."""
+    def parse(line):
+        return next(csv.DictReader(io.StringIO(header + line)))
     def key_and_order(line):
-        r = next(csv.DictReader(io.StringIO(header + line)))
+        r = parse(line)
         m = re.fullmatch(r"v(\d+)", r["variant"])
         return (r["problem"], r["size"]), r["variant"], int(m.group(1)) if m else 10 ** 9
     def lines_of(file):
@@ -265,7 +267,7 @@ def splice(path, results=RESULTS):
     header, *new_lines = lines_of(path)
     if not new_lines:
         sys.exit(f"no rows in {path}")
-    first = next(csv.DictReader(io.StringIO(header + new_lines[0])))
+    first = parse(new_lines[0])
     dest = os.path.join(results, slug(first["gpu"]), f"{first['stage']}.csv")
     dest_header, *lines = lines_of(dest)
     if dest_header != header:

@@ -106,7 +106,6 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->paced_requests = decode_path >= 10;     /* v20-v22 */
     e->merge_proj = decode_path >= 11;         /* v21, v22 */
     e->merge_one_pass = decode_path == 12;     /* v22 */
-    e->pass_tokens = gpt2_decode_step_pass_tokens(dtype);
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -474,7 +473,7 @@ static int step_merges_proj(const gpt2_engine *e, int n, const engine_step_input
     if (!e->merge_proj) return 0;
     int longest = 0;
     for (int i = 0; i < n; ++i) longest = host->lens[i] > longest ? host->lens[i] : longest;
-    return !e->merge_one_pass || longest <= e->pass_tokens;
+    return !e->merge_one_pass || longest <= gpt2_decode_step_pass_tokens(e->dtype);
 }
 
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys

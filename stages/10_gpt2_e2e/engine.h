@@ -161,7 +161,6 @@ typedef struct {
     int merge_proj;           /**< v21, v22: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
     int merge_one_pass;       /**< v22: merge only in the steps whose longest context one pass covers (engine.c:
                                    step_merges_proj) */
-    int pass_tokens;          /**< the context one pass of the persistent step reads (gpt2_decode_step_pass_tokens) */
     void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
     float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
