@@ -340,9 +340,9 @@ MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "t
 # min_cc): they do not run on a T4 at all.
 NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90"},
                "04": {"v4": "sm_80", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90"},
-               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v2": "sm_80", "v4": "sm_80", "v6": "sm_80", "v7": "sm_90", "v8": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90", "v15": "sm_90", "v16": "sm_90", "v17": "sm_90", "v18": "sm_90", "v19": "sm_90", "v20": "sm_90", "v21": "sm_90", "v22": "sm_90"}}
+               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v2": "sm_80", "v4": "sm_80", "v6": "sm_80", "v7": "sm_90", "v8": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90", "v15": "sm_90", "v16": "sm_90", "v17": "sm_90", "v18": "sm_90", "v19": "sm_90", "v20": "sm_90", "v21": "sm_90", "v22": "sm_90", "v23": "sm_90"}}
 # Stage 10's variants that store fp16 (2 bytes a weight; the others fp32).
-STAGE10_FP16 = ("v2", "v4", "v6", "v8", "v9", "v10", "v12", "v14", "v16", "v18", "v20", "v21", "v22")
+STAGE10_FP16 = ("v2", "v4", "v6", "v8", "v9", "v10", "v12", "v14", "v16", "v18", "v20", "v21", "v22", "v23")
 # GPT-2 124M (stage 10): parameters, all streamed once per decode step.
 GPT2_124M_PARAMS = 124_439_808
 

@@ -17,7 +17,11 @@
 # build folders are ignored (git archive HEAD | tar -x -C build-ab-src) and
 # name build-ab-src in the call's carry.
 #
-# Usage: [AB_BASE=DIR] [CHECKS="v22 v21"] [SANITIZE="v22"] scripts/stage10_ab.sh new:v22 base:v21 ...
+# With AB_NEW_BIN=FILE, this tree's binary is that file, built here for
+# sm_90 and carried (cmake -B build90 -DCMAKE_CUDA_ARCHITECTURES=90; carry
+# build90/bin), and the GPU machine builds nothing of this tree.
+#
+# Usage: [AB_BASE=DIR] [AB_NEW_BIN=FILE] [CHECKS="v22 v21"] [SANITIZE="v22"] scripts/stage10_ab.sh new:v22 base:v21 ...
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT/ab"
@@ -28,12 +32,13 @@ build() { # tree dir, build dir
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/ab/configure_$(basename "$2").log" 2>&1 &&
     cmake --build "$2" --target stage10_gpt2_e2e > "$OUT/ab/build_$(basename "$2").log" 2>&1
 }
-build . build-ab-new & new_pid=$!
+NEW=${AB_NEW_BIN:-build-ab-new/bin/stage10_gpt2_e2e} BASE=build-ab-base/bin/stage10_gpt2_e2e
+[[ -n "${AB_NEW_BIN:-}" ]] || { build . build-ab-new & new_pid=$!; }
 [[ -n "${AB_BASE:-}" ]] && { build "$AB_BASE" build-ab-base & base_pid=$!; }
-wait $new_pid || { echo "build of this tree failed"; tail -20 "$OUT/ab/build_build-ab-new.log"; exit 1; }
+[[ -n "${AB_NEW_BIN:-}" ]] || wait $new_pid || { echo "build of this tree failed"; tail -20 "$OUT/ab/build_build-ab-new.log"; exit 1; }
+[[ -x "$NEW" ]] || { echo "no binary at $NEW"; exit 1; }
 [[ -n "${AB_BASE:-}" ]] && { wait $base_pid || { echo "build of $AB_BASE failed"; exit 1; }; }
 echo "built, $(elapsed)"
-NEW=build-ab-new/bin/stage10_gpt2_e2e BASE=build-ab-base/bin/stage10_gpt2_e2e
 failed=0 # a check or a sanitizer that did not pass: the script's exit code
 for v in ${CHECKS:-}; do
   timeout 120 $NEW --check --variant "$v" > "$OUT/ab/check_$v.log" 2>&1

@@ -159,8 +159,10 @@ typedef struct {
     float *d_att_parts;       /**< v18, v19: the split attention's partial outputs (decode_step_args.att_parts) */
     int paced_requests;       /**< v20-v22: and the ring's requests paced (decode_step_args.paced_requests) */
     int merge_proj;           /**< v21, v22: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
-    int merge_one_pass;       /**< v22: merge only in the steps whose longest context one pass covers (engine.c:
+    int merge_one_pass;       /**< v22, v23: merge only in the steps whose longest context one pass covers (engine.c:
                                    step_merges_proj) */
+    int merged_kernel;        /**< v23: the merged steps on the kernel compiled for them
+                                   (decode_step_args.merged_kernel) */
     void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
     float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
@@ -194,7 +196,9 @@ typedef struct {
  *        attention split over the idle blocks; 10: v20's, v18's with the
  *        ring's requests paced (fp16); 11: v21's, v20's with attention and
  *        proj one phase at 1 row (fp16); 12: v22's, v21's merging only
- *        in the steps whose longest context one pass covers (fp16)
+ *        in the steps whose longest context one pass covers (fp16); 13:
+ *        v23's, v22's with its merged steps on the kernel compiled for them
+ *        (fp16)
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

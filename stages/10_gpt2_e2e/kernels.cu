@@ -2244,9 +2244,15 @@ static __device__ void stage_proj_sum_rows(const decode_step_args &a, const floa
  *        v21 (fp16; v20's kernel with a.merge_proj, at 1 row): attention and
  *        proj one phase (proj_head_share, proj_head_dots), fc's rows adding
  *        the heads' parts (stage_proj_sum_rows): one barrier fewer a layer.
+ *        v23 (FIXED_MERGE; fp16, 1 row): v21's kernel with its run-time
+ *        choices made at compile time (merged, C <= 768), so that
+ *        the code v21 never runs at 1 row (the split attention and its
+ *        merge, the LayerNorm in two passes) is not in the binary: a
+ *        smaller kernel for the instruction caches.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
-          bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false>
+          bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
+          bool FIXED_MERGE = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -2286,7 +2292,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     }
     __syncthreads();
     /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
-    const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
+    const bool merged = FIXED_MERGE || (merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj);
     const int att_splits = merged ? 1 : attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18-v20; 1 before */
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
@@ -2330,7 +2336,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (merged && i % 5 == PHASE_FCPROJ) d.resid = a.att; /* v21: x + proj, as fc's rows left it */
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
             const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
-            one_pass = HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too (src NULL) */
+            /* the embedding's too (src NULL); v23: v21 takes only C <= ROWS_ONE_PASS_MAX_K (step_flags_refused) */
+            one_pass = HEAD_RING && d.ln_w && (FIXED_MERGE || d.K <= ROWS_ONE_PASS_MAX_K);
             issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, one_pass ? NULL : d.ln_w,
                                  d.ln_b, d.K, !HEAD_RING && !from_ring && !head_mma); /* v10: no weights in registers */
             if (head_mma) head_mma_fetch(share, slot, head_ahead);
@@ -2346,15 +2353,15 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 const int j = 4 * (i / 5) + 1;
                 int proj_head; /* -1: a block past G·H, with no head */
                 const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
-                if (proj_head >= 0)
-                    attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
+                if (proj_head >= 0) /* v23: KEEP_FIRST_KV acts from 5 rows only; false, the instance is v23's alone */
+                    attention_phase<T, ROWS, SHAPED_TRAFFIC && !FIXED_MERGE, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
                         a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head, rows); /* 1 split */
                 __syncthreads(); /* the head's outputs are in rows */
                 ring.wait(j);
                 if (proj_head >= 0) proj_head_dots<T>(a, proj, ring, j, rows, proj_head);
                 __syncthreads(); /* every read of proj's weights is done: they go back */
                 if (ring.is_producer()) ring.give_back();
-            } else {
+            } else if constexpr (!FIXED_MERGE) {
                 attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
                     a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
             }
@@ -2365,7 +2372,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
             } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
-            } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
+            } else if (SPLIT_ATTENTION && !FIXED_MERGE && i % 5 == PHASE_PROJ && att_splits > 1) {
                 stage_attention_rows<T, ROWS>(a, rows, att_splits); /* v18/v19: the parts merged */
             } else if (d.src) {
                 stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
@@ -2381,7 +2388,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 }
                 __syncthreads();
             }
-            if (d.ln_w && !one_pass) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+            if (!FIXED_MERGE && d.ln_w && !one_pass) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
             if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
@@ -2439,14 +2446,15 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool FIXED_MERGE>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
     if (!bytes) { /* v16-v19's LM head has its own (the second half's sums): asked of v16-v19's kernel */
         cudaFuncAttributes attr;
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
-                                                                          SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION>));
+                                                                          SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
+                                                                          FIXED_MERGE>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2466,14 +2474,14 @@ static size_t ring_static_smem()
 template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool FIXED_MERGE>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
-           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION>();
+           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, FIXED_MERGE>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2505,6 +2513,9 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->merge_proj && (a->H > PROJ_SUM_MAX_HEADS || a->C > ROWS_ONE_PASS_MAX_K))
         return "persistent decode step with attention and proj in one phase (v21): needs at most 12 heads and C <= 768 "
                "(fc's rows in one pass)";
+    if (a->merged_kernel && !a->merge_proj)
+        return "persistent decode step on the kernel compiled for the merged phases (v23): needs attention and proj in "
+               "one phase (v21's merge_proj)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2512,7 +2523,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION) with the storage
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, FIXED_MERGE) with the storage
  *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
@@ -2520,7 +2531,8 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
  *        ring too (fp16); v11 the same without tensor cores (fp32); v12/v13
  *        v10/v11 with the weights evict-first in L2; v14/v15 v12/v13 with the
  *        ring's producer in the last warp; v16/v17 v14/v15 with their traffic
- *        shaped; v18/v19 v16/v17 with attention split over the idle blocks.
+ *        shaped; v18/v19 v16/v17 with attention split over the idle blocks;
+ *        v23 at 1 row with merge_proj, v21's kernel compiled for it.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
@@ -2530,13 +2542,16 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
                        auto split) -> R {
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
-        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped, split);
-        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped, split);
-        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped, split);
-        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split);
+        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped, split, no());
+        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped, split, no());
+        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped, split, no());
+        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split, no());
         }
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
+        if constexpr (std::is_same<decltype(t), __half>::value) /* v23 (merge_proj is fp16 only), at 1 row */
+            if (a->merged_kernel && rows_for(a->M) == 1)
+                return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes());
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
         if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), no());
         if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no(), no());
@@ -2564,9 +2579,9 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     if (step_flags_refused(dtype, a)) return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
     return with_step_kernel<size_t>(
-        dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split) {
-            return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value,
-                                  decltype(head_ring)::value, decltype(shaped)::value, decltype(split)::value>(a, sms);
+        dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed) {
+            return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value,
+                                  decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value>(a, sms);
         });
 }
 
@@ -2576,12 +2591,12 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        takes all the shared memory that the rest of the block leaves.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
-          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION>
+          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool FIXED_MERGE>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
-                                         SPLIT_ATTENTION>;
+                                         SPLIT_ATTENTION, FIXED_MERGE>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2589,7 +2604,7 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
         size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
-               used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION>();
+               used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, FIXED_MERGE>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -2641,9 +2656,9 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
         return "persistent decode step with attention and proj in one phase (v21): needs at least one block (SM) a head";
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
-                                                        auto evict, auto last_warp, auto shaped, auto split) {
+                                                        auto evict, auto last_warp, auto shaped, auto split, auto fixed) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
-                                decltype(shaped)::value, decltype(split)::value>(a, smem, sms);
+                                decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value>(a, smem, sms);
     });
 }

@@ -221,6 +221,8 @@ typedef struct {
                                     multiplies its head's attention output by that slice of proj_heads, and fc's
                                     rows add the heads' sums (decode_layer_weights.proj_heads set) */
     float *proj_parts;         /**< v21: [H][C] each head's part of proj's outputs */
+    int merged_kernel;         /**< v23 (with merge_proj): at 1 row, run the kernel compiled for v21's merged phases
+                                    (merged and C <= 768 as constants), whose code holds nothing else */
 } decode_step_args;
 
 /** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */
