@@ -106,7 +106,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->paced_requests = decode_path >= 10;     /* v20-v23 */
     e->merge_proj = decode_path >= 11;         /* v21, v22, v23 */
     e->merge_one_pass = decode_path >= 12;     /* v22, v23 */
-    e->merged_kernel = decode_path == 13;      /* v23 */
+    e->proj_fixed_point = decode_path == 13;   /* v23 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -188,6 +188,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     }
     if (e->merge_proj) /* v21: each head's part of proj's outputs, [H][C] */
         e->d_proj_parts = wb_device_alloc((size_t)H * C * sizeof(float), "proj's parts by head");
+    if (e->proj_fixed_point) /* v23: every layer's sums of proj's parts (the step zeroes them as it starts) */
+        e->d_proj_acc = wb_device_alloc((size_t)L * DECODE_PROJ_ACC_ROW(C) * sizeof(long long), "proj's fixed-point sums");
     if (e->split_attention) { /* v18/v19; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
@@ -271,7 +273,7 @@ void engine_free(gpt2_engine *e)
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_proj_parts};
+                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
                  e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads};
@@ -495,7 +497,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .producer_last_warp = e->producer_last_warp, .shaped_traffic = e->shaped_traffic,
                           .split_attention = e->split_attention, .att_parts = e->d_att_parts,
                           .paced_requests = e->paced_requests, .merge_proj = merge_proj,
-                          .proj_parts = e->d_proj_parts, .merged_kernel = merge_proj && e->merged_kernel};
+                          .proj_parts = e->d_proj_parts,
+                          .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc};
     return a;
 }
 

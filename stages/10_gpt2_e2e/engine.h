@@ -161,8 +161,9 @@ typedef struct {
     int merge_proj;           /**< v21, v22: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
     int merge_one_pass;       /**< v22, v23: merge only in the steps whose longest context one pass covers (engine.c:
                                    step_merges_proj) */
-    int merged_kernel;        /**< v23: the merged steps on the kernel compiled for them
-                                   (decode_step_args.merged_kernel) */
+    int proj_fixed_point;     /**< v23: in the merged steps, proj's parts added as they are stored, in fixed point
+                                   (decode_step_args.proj_fixed_point) */
+    long long *d_proj_acc;    /**< v23: [L][DECODE_PROJ_ACC_ROW(C)] their sums (decode_step_args.proj_acc) */
     void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
     float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
@@ -197,8 +198,8 @@ typedef struct {
  *        ring's requests paced (fp16); 11: v21's, v20's with attention and
  *        proj one phase at 1 row (fp16); 12: v22's, v21's merging only
  *        in the steps whose longest context one pass covers (fp16); 13:
- *        v23's, v22's with its merged steps on the kernel compiled for them
- *        (fp16)
+ *        v23's, v22's with proj's parts added as they are stored, in
+ *        64-bit fixed point (fp16)
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

@@ -2137,10 +2137,19 @@ static __device__ LinearShare proj_head_share(const decode_step_args &a, const v
  *        ring), one float an output into proj_parts[head][n]. A group of
  *        64 / VEC lanes takes an output (8 in fp16, one 16-byte chunk each),
  *        so a warp takes 4 at once.
+ *
+ *        v23 (FIXED_POINT): the part is added into acc[n] instead (the
+ *        layer's row of proj_acc), as a 64-bit integer, 2^32 to 1.0, with
+ *        one atomic. Integer addition is associative, so the H parts sum to
+ *        the same bits in whatever order their atomics land (stage 02 fixes
+ *        its sum's order with two passes; this is the other way). A part of
+ *        2^22 or more, or NaN, would not fit: it sets the row's flag,
+ *        acc[C], and fc's rows make the row NaN rather than add a sum that
+ *        wrapped round.
  */
-template <typename T>
+template <typename T, bool FIXED_POINT = false>
 static __device__ void proj_head_dots(const decode_step_args &a, const LinearShare &p, const WeightRing &ring, int j,
-                                      const T *att, int head)
+                                      const T *att, int head, long long *acc)
 {
     constexpr int VEC = Vec16<T>::N, LANES = DECODE_STEP_HEAD_DIM / VEC, PER_WARP = 32 / LANES;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % LANES;
@@ -2155,7 +2164,15 @@ static __device__ void proj_head_dots(const decode_step_args &a, const LinearSha
         for (int e = 0; e < VEC; ++e) sum = fmaf(x[e], w[e], sum);
 #pragma unroll
         for (int off = 1; off < LANES; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-        if (c == 0 && o < p.outs) a.proj_parts[(long long)head * a.C + p.n0 + o] = sum;
+        if (c == 0 && o < p.outs) {
+            if constexpr (FIXED_POINT) {
+                if (!(fabsf(sum) < DECODE_PROJ_PART_MOST)) atomicOr(reinterpret_cast<unsigned long long *>(acc + a.C), 1ull);
+                const long long fixed = __float2ll_rn(sum * DECODE_PROJ_FIXED_ONE); /* exact: a power of 2 */
+                atomicAdd(reinterpret_cast<unsigned long long *>(acc + p.n0 + o), (unsigned long long)fixed);
+            } else {
+                a.proj_parts[(long long)head * a.C + p.n0 + o] = sum;
+            }
+        }
     }
 }
 
@@ -2196,6 +2213,37 @@ static __device__ void stage_proj_sum_rows(const decode_step_args &a, const floa
         for (int k = 0; k < 4; ++k) {
             store(rows, c + k, x[k] + s[k]);
             if (c + k >= n0 && c + k < n1) store((T *)a.att, c + k, x[k] + s[k]);
+        }
+    }
+    __syncthreads();
+}
+
+/**
+ * @brief v23: fc's rows from the layer's fixed-point sums: x + proj's bias +
+ *        acc[c]·2^-32, as stage_proj_sum_rows, but one 8-byte sum a column
+ *        where v21 reads H floats. A thread takes 4 columns, its loads issued
+ *        together. A flagged row (a part out of range) is NaN.
+ */
+template <typename T>
+static __device__ void stage_proj_fixed_rows(const decode_step_args &a, const float *proj_b, const long long *acc,
+                                             T *rows, int n0, int n1)
+{
+    const int C = a.C;
+    for (int c = threadIdx.x * 4; c < C; c += STEP_THREADS * 4) {
+        const longlong2 s01 = __ldcg(reinterpret_cast<const longlong2 *>(acc + c)),
+                        s23 = __ldcg(reinterpret_cast<const longlong2 *>(acc + c + 2));
+        const bool flagged = __ldcg(acc + C) != 0;
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(proj_b + c));
+        float x[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) x[k] = load_cg((const T *)a.x + c + k);
+        const long long sum[4] = {s01.x, s01.y, s23.x, s23.y};
+        const float bias[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float v = flagged ? __int_as_float(0x7fffffff) : x[k] + (bias[k] + (float)sum[k] / DECODE_PROJ_FIXED_ONE);
+            store(rows, c + k, v);
+            if (c + k >= n0 && c + k < n1) store((T *)a.att, c + k, v);
         }
     }
     __syncthreads();
@@ -2244,15 +2292,15 @@ static __device__ void stage_proj_sum_rows(const decode_step_args &a, const floa
  *        v21 (fp16; v20's kernel with a.merge_proj, at 1 row): attention and
  *        proj one phase (proj_head_share, proj_head_dots), fc's rows adding
  *        the heads' parts (stage_proj_sum_rows): one barrier fewer a layer.
- *        v23 (FIXED_MERGE; fp16, 1 row): v21's kernel with its run-time
- *        choices made at compile time (merged, C <= 768), so that
- *        the code v21 never runs at 1 row (the split attention and its
- *        merge, the LayerNorm in two passes) is not in the binary: a
- *        smaller kernel for the instruction caches.
+ *        v23 (PROJ_FIXED_POINT; fp16, 1 row, launched for the merged
+ *        steps only): v21's kernel with the heads' parts of proj added as
+ *        they are stored, in 64-bit fixed point (proj_head_dots), so that
+ *        fc's rows read one sum a column, not H parts
+ *        (stage_proj_fixed_rows).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
-          bool FIXED_MERGE = false>
+          bool PROJ_FIXED_POINT = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -2292,8 +2340,16 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     }
     __syncthreads();
     /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
-    const bool merged = FIXED_MERGE || (merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj);
+    const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
     const int att_splits = merged ? 1 : attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18-v20; 1 before */
+    /* v23: attention's instance of its own (its shared arrays laid out apart from v16-v22's kernels'); at 1 row
+     * KEEP_FIRST_KV changes nothing, it acts from 5 rows */
+    constexpr bool KEEP_FIRST_KV = SHAPED_TRAFFIC && !PROJ_FIXED_POINT;
+    if (PROJ_FIXED_POINT) /* v23: the sums start at zero (the step before has read them, a kernel before); the
+                           * barrier before the first attention orders these stores before its atomics */
+        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * DECODE_PROJ_ACC_ROW(C);
+             k += (long long)gridDim.x * STEP_THREADS)
+            a.proj_acc[k] = 0;
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
             LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
@@ -2336,8 +2392,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (merged && i % 5 == PHASE_FCPROJ) d.resid = a.att; /* v21: x + proj, as fc's rows left it */
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
             const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
-            /* the embedding's too (src NULL); v23: v21 takes only C <= ROWS_ONE_PASS_MAX_K (step_flags_refused) */
-            one_pass = HEAD_RING && d.ln_w && (FIXED_MERGE || d.K <= ROWS_ONE_PASS_MAX_K);
+            one_pass = HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too (src NULL) */
             issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, one_pass ? NULL : d.ln_w,
                                  d.ln_b, d.K, !HEAD_RING && !from_ring && !head_mma); /* v10: no weights in registers */
             if (head_mma) head_mma_fetch(share, slot, head_ahead);
@@ -2353,26 +2408,33 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 const int j = 4 * (i / 5) + 1;
                 int proj_head; /* -1: a block past G·H, with no head */
                 const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
-                if (proj_head >= 0) /* v23: KEEP_FIRST_KV acts from 5 rows only; false, the instance is v23's alone */
-                    attention_phase<T, ROWS, SHAPED_TRAFFIC && !FIXED_MERGE, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
+                if (proj_head >= 0)
+                    attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
                         a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head, rows); /* 1 split */
                 __syncthreads(); /* the head's outputs are in rows */
                 ring.wait(j);
-                if (proj_head >= 0) proj_head_dots<T>(a, proj, ring, j, rows, proj_head);
+                if (proj_head >= 0)
+                    proj_head_dots<T, PROJ_FIXED_POINT>(
+                        a, proj, ring, j, rows, proj_head,
+                        PROJ_FIXED_POINT ? a.proj_acc + (long long)(i / 5) * DECODE_PROJ_ACC_ROW(C) : nullptr);
                 __syncthreads(); /* every read of proj's weights is done: they go back */
                 if (ring.is_producer()) ring.give_back();
-            } else if constexpr (!FIXED_MERGE) {
-                attention_phase<T, ROWS, SHAPED_TRAFFIC, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
+            } else {
+                attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
                     a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
             }
         } else {
             if (merged && i % 5 == PHASE_FC) { /* v21: x + proj's bias + the heads' parts, then LayerNorm */
                 const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
-                stage_proj_sum_rows<T>(a, layers[i / 5].proj_b, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
+                if constexpr (PROJ_FIXED_POINT) /* v23: one sum a column */
+                    stage_proj_fixed_rows<T>(a, layers[i / 5].proj_b, a.proj_acc + (long long)(i / 5) * DECODE_PROJ_ACC_ROW(C),
+                                             rows, fcproj.n0, fcproj.n0 + fcproj.outs);
+                else
+                    stage_proj_sum_rows<T>(a, layers[i / 5].proj_b, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
                 stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
             } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
-            } else if (SPLIT_ATTENTION && !FIXED_MERGE && i % 5 == PHASE_PROJ && att_splits > 1) {
+            } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
                 stage_attention_rows<T, ROWS>(a, rows, att_splits); /* v18/v19: the parts merged */
             } else if (d.src) {
                 stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
@@ -2388,7 +2450,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 }
                 __syncthreads();
             }
-            if (!FIXED_MERGE && d.ln_w && !one_pass) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+            if (d.ln_w && !one_pass) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
             if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
@@ -2446,7 +2508,7 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool FIXED_MERGE>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
@@ -2454,7 +2516,7 @@ static size_t ring_static_smem()
         cudaFuncAttributes attr;
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
                                                                           SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
-                                                                          FIXED_MERGE>));
+                                                                          PROJ_FIXED_POINT>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2474,14 +2536,14 @@ static size_t ring_static_smem()
 template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool FIXED_MERGE>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
-           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, FIXED_MERGE>();
+           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2513,9 +2575,9 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->merge_proj && (a->H > PROJ_SUM_MAX_HEADS || a->C > ROWS_ONE_PASS_MAX_K))
         return "persistent decode step with attention and proj in one phase (v21): needs at most 12 heads and C <= 768 "
                "(fc's rows in one pass)";
-    if (a->merged_kernel && !a->merge_proj)
-        return "persistent decode step on the kernel compiled for the merged phases (v23): needs attention and proj in "
-               "one phase (v21's merge_proj)";
+    if (a->proj_fixed_point && (!a->merge_proj || !a->proj_acc))
+        return "persistent decode step with proj's parts added in fixed point (v23): needs attention and proj in one "
+               "phase (v21's merge_proj) and proj_acc (L * DECODE_PROJ_ACC_ROW(C) int64)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2523,7 +2585,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, FIXED_MERGE) with the storage
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT) with the storage
  *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
@@ -2532,7 +2594,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
  *        v10/v11 with the weights evict-first in L2; v14/v15 v12/v13 with the
  *        ring's producer in the last warp; v16/v17 v14/v15 with their traffic
  *        shaped; v18/v19 v16/v17 with attention split over the idle blocks;
- *        v23 at 1 row with merge_proj, v21's kernel compiled for it.
+ *        v23 at 1 row with merge_proj, v21's with proj's parts in fixed point.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
@@ -2550,7 +2612,7 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
         if constexpr (std::is_same<decltype(t), __half>::value) /* v23 (merge_proj is fp16 only), at 1 row */
-            if (a->merged_kernel && rows_for(a->M) == 1)
+            if (a->proj_fixed_point && rows_for(a->M) == 1)
                 return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes());
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
         if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), no());
@@ -2591,12 +2653,12 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        takes all the shared memory that the rest of the block leaves.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
-          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool FIXED_MERGE>
+          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
-                                         SPLIT_ATTENTION, FIXED_MERGE>;
+                                         SPLIT_ATTENTION, PROJ_FIXED_POINT>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2604,7 +2666,7 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
         size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
-               used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, FIXED_MERGE>();
+               used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);

@@ -221,9 +221,18 @@ typedef struct {
                                     multiplies its head's attention output by that slice of proj_heads, and fc's
                                     rows add the heads' sums (decode_layer_weights.proj_heads set) */
     float *proj_parts;         /**< v21: [H][C] each head's part of proj's outputs */
-    int merged_kernel;         /**< v23 (with merge_proj): at 1 row, run the kernel compiled for v21's merged phases
-                                    (merged and C <= 768 as constants), whose code holds nothing else */
+    int proj_fixed_point;      /**< v23 (with merge_proj): at 1 row, each head's part of proj is added as it is
+                                    stored, into proj_acc in 64-bit fixed point, and fc's rows read one sum a column */
+    long long *proj_acc;       /**< v23: [L][DECODE_PROJ_ACC_ROW(C)] the sums, and a flag a row (kernels.cu:
+                                    proj_head_dots) */
 } decode_step_args;
+
+/** @brief v23: 1.0 in proj_acc's fixed point (2^32), and the largest part it takes (2^22: H parts of at most 2^54
+ *         stay far under 2^63). */
+#define DECODE_PROJ_FIXED_ONE 4294967296.0f
+#define DECODE_PROJ_PART_MOST 4194304.0f
+/** @brief v23: int64 of a layer's row of proj_acc: C sums, the flag, and one of padding (rows of 16 bytes). */
+#define DECODE_PROJ_ACC_ROW(C) ((long long)(C) + 2)
 
 /** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */
 #define ATT_MAX_SPLITS 4

@@ -38,8 +38,8 @@
  *  attention and proj one phase at batch 1: each block computes one head's attention and multiplies it by its
  *  slice of proj's weights, and fc's rows add the heads' parts; v22 is v21 merging only in the steps whose longest
  *  context one pass of a block's warps covers (the host decides, step by step), v20's phases past it; v23 is v22
- *  with its merged steps on a kernel compiled for them alone: v21's run-time choices are constants there, and the
- *  code it never runs is not in it. */
+ *  with each head's part of proj added as it is stored, in 64-bit fixed point (the same sum in any order), so that
+ *  fc's rows read one sum a column instead of every head's part. */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
                                           "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
                                           "v19", "v20", "v21", "v22", "v23", NULL};
@@ -65,7 +65,7 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v18 + the ring's requests paced: the first phase's loads first (sm_90)",
                                            "v20 + attention and proj one phase at batch 1 (sm_90)",
                                            "v21 merged only where one pass covers the context (sm_90)",
-                                           "v22 + the merged steps on a kernel compiled for them (sm_90)"};
+                                           "v22 + proj's parts summed as stored, in fixed point (sm_90)"};
 enum { N_VARIANTS = 23 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
@@ -74,7 +74,7 @@ enum { N_VARIANTS = 23 };
  *  producer in the last warp (v14, and v15 in fp32), 8 with the traffic shaped (v16, and v17 in fp32), 9 with
  *  attention split over the idle blocks (v18, and v19 in fp32), 10 with the ring's requests paced (v20, fp16 only),
  *  11 with attention and proj one phase at 1 row (v21, fp16 only), 12 with that only in the steps whose longest
- *  context one pass covers (v22, fp16 only), 13 with those steps on the kernel compiled for them (v23, fp16 only).
+ *  context one pass covers (v22, fp16 only), 13 with proj's parts summed as they are stored (v23, fp16 only).
  *  A non-zero path prefills with v1's or v2's kernels. */
 static const struct {
     wb_dtype dtype;
