@@ -19,9 +19,12 @@
 #
 # With AB_NEW_BIN=FILE, this tree's binary is that file, built here for
 # sm_90 and carried (cmake -B build90 -DCMAKE_CUDA_ARCHITECTURES=90; carry
-# build90/bin), and the GPU machine builds nothing of this tree.
+# build90/bin), and the GPU machine builds nothing of this tree; AB_BASE_BIN
+# the same for the base tree (git archive REV into a folder, cmake -S there
+# -B build90base; carry build90base/bin). Two binaries fit in the carry.
 #
-# Usage: [AB_BASE=DIR] [AB_NEW_BIN=FILE] [CHECKS="v22 v21"] [SANITIZE="v22"] scripts/stage10_ab.sh new:v22 base:v21 ...
+# Usage: [AB_BASE=DIR | AB_BASE_BIN=FILE] [AB_NEW_BIN=FILE] [CHECKS="v22 v21"] [SANITIZE="v22"]
+#        scripts/stage10_ab.sh new:v22 base:v21 ...
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT/ab"
@@ -32,7 +35,7 @@ build() { # tree dir, build dir
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/ab/configure_$(basename "$2").log" 2>&1 &&
     cmake --build "$2" --target stage10_gpt2_e2e > "$OUT/ab/build_$(basename "$2").log" 2>&1
 }
-NEW=${AB_NEW_BIN:-build-ab-new/bin/stage10_gpt2_e2e} BASE=build-ab-base/bin/stage10_gpt2_e2e
+NEW=${AB_NEW_BIN:-build-ab-new/bin/stage10_gpt2_e2e} BASE=${AB_BASE_BIN:-build-ab-base/bin/stage10_gpt2_e2e}
 [[ -n "${AB_NEW_BIN:-}" ]] || { build . build-ab-new & new_pid=$!; }
 [[ -n "${AB_BASE:-}" ]] && { build "$AB_BASE" build-ab-base & base_pid=$!; }
 [[ -n "${AB_NEW_BIN:-}" ]] || wait $new_pid || { echo "build of this tree failed"; tail -20 "$OUT/ab/build_build-ab-new.log"; exit 1; }
