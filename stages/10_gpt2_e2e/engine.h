@@ -157,8 +157,8 @@ typedef struct {
     int split_attention;      /**< v18-v20: and a sequence's attention split over the idle blocks when its context
                                    outgrows one pass (decode_step_args.split_attention) */
     float *d_att_parts;       /**< v18, v19: the split attention's partial outputs (decode_step_args.att_parts) */
-    int paced_requests;       /**< v20-v22: and the ring's requests paced (decode_step_args.paced_requests) */
-    int merge_proj;           /**< v21, v22: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
+    int paced_requests;       /**< v20-v23: and the ring's requests paced (decode_step_args.paced_requests) */
+    int merge_proj;           /**< v21-v23: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
     int merge_one_pass;       /**< v22, v23: merge only in the steps whose longest context one pass covers (engine.c:
                                    step_merges_proj) */
     int proj_fixed_point;     /**< v23: in the merged steps, proj's parts added as they are stored, in fixed point

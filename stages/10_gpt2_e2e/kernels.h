@@ -227,9 +227,10 @@ typedef struct {
                                     proj_head_dots) */
 } decode_step_args;
 
-/** @brief v23: 1.0 in proj_acc's fixed point (2^32), and the largest part it takes (2^22: H parts of at most 2^54
- *         stay far under 2^63). */
+/** @brief v23: 1.0 in proj_acc's fixed point (2^32). */
 #define DECODE_PROJ_FIXED_ONE 4294967296.0f
+/** @brief v23: the largest part proj_acc takes (2^22; fp16's largest value is 65 504): H parts of at most 2^54 stay
+ *         far under 2^63. */
 #define DECODE_PROJ_PART_MOST 4194304.0f
 /** @brief v23: int64 of a layer's row of proj_acc: C sums, the flag, and one of padding (rows of 16 bytes). */
 #define DECODE_PROJ_ACC_ROW(C) ((long long)(C) + 2)
