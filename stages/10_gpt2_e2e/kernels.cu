@@ -2191,62 +2191,58 @@ static __device__ void proj_head_dots(const decode_step_args &a, const LinearSha
  *        PROJ_SUM_MAX_HEADS: a 32-head array made the kernel spill (620
  *        bytes; the step took 440 µs), and 4 heads at a time, the next 4 in
  *        flight, took two trips (fc's rows 2.45 µs against 2.06).
+ *
+ *        v23 (FIXED_POINT): the heads' parts come summed, acc[c]·2^-32 (the
+ *        layer's row of proj_acc): one 8-byte load a column where v21 loads
+ *        H floats. A flagged row (a part out of range) is NaN.
  */
-template <typename T>
-static __device__ void stage_proj_sum_rows(const decode_step_args &a, const float *proj_b, T *rows, int n0, int n1)
+template <typename T, bool FIXED_POINT = false>
+static __device__ void stage_proj_sum_rows(const decode_step_args &a, const float *proj_b, const long long *acc,
+                                           T *rows, int n0, int n1)
 {
     constexpr int MAX_HEADS = PROJ_SUM_MAX_HEADS;
     const int C = a.C, H = a.H;
     for (int c = threadIdx.x * 4; c < C; c += STEP_THREADS * 4) {
-        float4 part[MAX_HEADS];
+        float4 part[MAX_HEADS]; /* v21 */
+        long long sum[4];       /* v23 */
+        bool flagged = false;
+        if constexpr (FIXED_POINT) {
+            const longlong2 s01 = __ldcg(reinterpret_cast<const longlong2 *>(acc + c)),
+                            s23 = __ldcg(reinterpret_cast<const longlong2 *>(acc + c + 2));
+            sum[0] = s01.x, sum[1] = s01.y, sum[2] = s23.x, sum[3] = s23.y;
+            flagged = __ldcg(acc + C) != 0;
+        } else {
 #pragma unroll
-        for (int h = 0; h < MAX_HEADS; ++h)
-            part[h] = h < H ? __ldcg(reinterpret_cast<const float4 *>(a.proj_parts + (long long)h * C + c))
-                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int h = 0; h < MAX_HEADS; ++h)
+                part[h] = h < H ? __ldcg(reinterpret_cast<const float4 *>(a.proj_parts + (long long)h * C + c))
+                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
         const float4 b = __ldg(reinterpret_cast<const float4 *>(proj_b + c));
         float s[4] = {b.x, b.y, b.z, b.w}, x[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) x[k] = load_cg((const T *)a.x + c + k);
+        if constexpr (FIXED_POINT) {
 #pragma unroll
-        for (int h = 0; h < MAX_HEADS; ++h) s[0] += part[h].x, s[1] += part[h].y, s[2] += part[h].z, s[3] += part[h].w;
+            for (int k = 0; k < 4; ++k) s[k] += (float)sum[k] / DECODE_PROJ_FIXED_ONE;
+        } else {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            store(rows, c + k, x[k] + s[k]);
-            if (c + k >= n0 && c + k < n1) store((T *)a.att, c + k, x[k] + s[k]);
+            for (int h = 0; h < MAX_HEADS; ++h)
+                s[0] += part[h].x, s[1] += part[h].y, s[2] += part[h].z, s[3] += part[h].w;
         }
-    }
-    __syncthreads();
-}
-
-/**
- * @brief v23: fc's rows from the layer's fixed-point sums: x + proj's bias +
- *        acc[c]·2^-32, as stage_proj_sum_rows, but one 8-byte sum a column
- *        where v21 reads H floats. A thread takes 4 columns, its loads issued
- *        together. A flagged row (a part out of range) is NaN.
- */
-template <typename T>
-static __device__ void stage_proj_fixed_rows(const decode_step_args &a, const float *proj_b, const long long *acc,
-                                             T *rows, int n0, int n1)
-{
-    const int C = a.C;
-    for (int c = threadIdx.x * 4; c < C; c += STEP_THREADS * 4) {
-        const longlong2 s01 = __ldcg(reinterpret_cast<const longlong2 *>(acc + c)),
-                        s23 = __ldcg(reinterpret_cast<const longlong2 *>(acc + c + 2));
-        const bool flagged = __ldcg(acc + C) != 0;
-        const float4 b = __ldg(reinterpret_cast<const float4 *>(proj_b + c));
-        float x[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) x[k] = load_cg((const T *)a.x + c + k);
-        const long long sum[4] = {s01.x, s01.y, s23.x, s23.y};
-        const float bias[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            const float v = flagged ? __int_as_float(0x7fffffff) : x[k] + (bias[k] + (float)sum[k] / DECODE_PROJ_FIXED_ONE);
+            const float v = flagged ? __int_as_float(0x7fffffff) : x[k] + s[k];
             store(rows, c + k, v);
             if (c + k >= n0 && c + k < n1) store((T *)a.att, c + k, v);
         }
     }
     __syncthreads();
+}
+
+/** @brief v23: layer `layer`'s row of proj_acc (its C sums, then the flag). */
+static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args &a, int layer)
+{
+    return a.proj_acc + (long long)layer * DECODE_PROJ_ACC_ROW(a.C);
 }
 
 /**
@@ -2296,7 +2292,7 @@ static __device__ void stage_proj_fixed_rows(const decode_step_args &a, const fl
  *        steps only): v21's kernel with the heads' parts of proj added as
  *        they are stored, in 64-bit fixed point (proj_head_dots), so that
  *        fc's rows read one sum a column, not H parts
- *        (stage_proj_fixed_rows).
+ *        (stage_proj_sum_rows).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
@@ -2345,7 +2341,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     /* v23: attention's instance of its own (its shared arrays laid out apart from v16-v22's kernels'); at 1 row
      * KEEP_FIRST_KV changes nothing, it acts from 5 rows */
     constexpr bool KEEP_FIRST_KV = SHAPED_TRAFFIC && !PROJ_FIXED_POINT;
-    if (PROJ_FIXED_POINT) /* v23: the sums start at zero (the step before has read them, a kernel before); the
+    if constexpr (PROJ_FIXED_POINT) /* v23: the sums start at zero (the step before has read them, a kernel before); the
                            * barrier before the first attention orders these stores before its atomics */
         for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * DECODE_PROJ_ACC_ROW(C);
              k += (long long)gridDim.x * STEP_THREADS)
@@ -2414,9 +2410,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 __syncthreads(); /* the head's outputs are in rows */
                 ring.wait(j);
                 if (proj_head >= 0)
-                    proj_head_dots<T, PROJ_FIXED_POINT>(
-                        a, proj, ring, j, rows, proj_head,
-                        PROJ_FIXED_POINT ? a.proj_acc + (long long)(i / 5) * DECODE_PROJ_ACC_ROW(C) : nullptr);
+                    proj_head_dots<T, PROJ_FIXED_POINT>(a, proj, ring, j, rows, proj_head,
+                                                        PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr);
                 __syncthreads(); /* every read of proj's weights is done: they go back */
                 if (ring.is_producer()) ring.give_back();
             } else {
@@ -2426,11 +2421,9 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         } else {
             if (merged && i % 5 == PHASE_FC) { /* v21: x + proj's bias + the heads' parts, then LayerNorm */
                 const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
-                if constexpr (PROJ_FIXED_POINT) /* v23: one sum a column */
-                    stage_proj_fixed_rows<T>(a, layers[i / 5].proj_b, a.proj_acc + (long long)(i / 5) * DECODE_PROJ_ACC_ROW(C),
-                                             rows, fcproj.n0, fcproj.n0 + fcproj.outs);
-                else
-                    stage_proj_sum_rows<T>(a, layers[i / 5].proj_b, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
+                stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, /* v23: one sum a column */
+                                                         PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
+                                                         fcproj.n0, fcproj.n0 + fcproj.outs);
                 stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
             } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
