@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "argmax_key.h"
+#include "fp16.h"
 #include "gpt2.h"
 #include "model.h"
 #include "rng.h"
@@ -379,10 +380,68 @@ static void test_argmax_key(void)
     }
 }
 
+/** @brief fp16's rounding of a float (what the engine stores the folded weights as). */
+static float round_half(float x) { return wb_half_to_float(wb_float_to_half(x)); }
+
+/* The decode step's v24 folds a LayerNorm into the linear after it (model.h: gpt2_fold_layernorm). LN(x)·w + bias
+ * worked out directly, in double, against rstd·(x·w' − mean·Σw') + bias' as the step works it out (float dot
+ * products and epilogue), with w' kept in fp32 and rounded to fp16, on rows whose mean is near zero, far from it
+ * (40 ± 1: the mean's term cancels most of the dot product) and with one value far larger than the rest. */
+static void test_fold(void)
+{
+    enum { K = 200, N = 37 };
+    float *w = malloc(K * N * sizeof *w), *wf = malloc(K * N * sizeof *wf), bias[N], bs[2 * N], g[K], b[K], x[K];
+    if (!w || !wf) {
+        free(w), free(wf);
+        EXPECT(0 && "out of memory");
+        return;
+    }
+    wb_fill_uniform_f32(w, K * N, -0.2f, 0.2f, 11);
+    wb_fill_uniform_f32(bias, N, -0.5f, 0.5f, 12);
+    wb_fill_uniform_f32(g, K, 0.5f, 1.5f, 13);
+    wb_fill_uniform_f32(b, K, -0.3f, 0.3f, 14);
+    for (int fp16 = 0; fp16 < 2; ++fp16) {
+        EXPECT(gpt2_fold_layernorm(w, bias, g, b, K, N, fp16 ? round_half : NULL, wf, bs) == 0);
+        int sums_ok = 1, stored_ok = 1;
+        for (int n = 0; n < N; ++n) { /* Σ_k w'_kn of the stored values, to the float */
+            double sum = 0.0;
+            for (int k = 0; k < K; ++k) sum += wf[k * N + n];
+            sums_ok &= (float)sum == bs[N + n];
+        }
+        for (int i = 0; i < K * N; ++i) stored_ok &= wf[i] == (fp16 ? round_half(g[i / N] * w[i]) : g[i / N] * w[i]);
+        EXPECT(sums_ok);
+        EXPECT(stored_ok);
+        for (int row = 0; row < 3; ++row) {
+            wb_fill_uniform_f32(x, K, -1.0f, 1.0f, 20 + row);
+            for (int k = 0; row == 1 && k < K; ++k) x[k] += 40.0f;
+            if (row == 2) x[17] = 25.0f;
+            double mean = 0.0, var = 0.0;
+            for (int k = 0; k < K; ++k) mean += x[k];
+            mean /= K;
+            for (int k = 0; k < K; ++k) var += (x[k] - mean) * (x[k] - mean);
+            const double rstd = 1.0 / sqrt(var / K + GPT2_LN_EPS);
+            double worst = 0.0;
+            for (int n = 0; n < N; ++n) {
+                double want = bias[n];
+                float dot = 0.0f;
+                for (int k = 0; k < K; ++k) {
+                    want += ((x[k] - mean) * rstd * g[k] + b[k]) * w[k * N + n];
+                    dot = fmaf(x[k], wf[k * N + n], dot);
+                }
+                const float got = fmaf((float)rstd, dot - (float)mean * bs[N + n], bs[n]);
+                worst = fmax(worst, fabs(got - want));
+            }
+            if (worst > (fp16 ? 2e-3 : 5e-4)) fprintf(stderr, "fold %s, row %d: off by %g\n", fp16 ? "fp16" : "fp32", row, worst);
+            EXPECT(worst <= (fp16 ? 2e-3 : 5e-4));
+        }
+    }
+    free(w), free(wf);
+}
+
 int main(int argc, char **argv)
 {
     const wb_test_group groups[] = {{"safetensors", test_safetensors}, {"model", test_model},
                                     {"reference", test_reference}, {"tokenizer", test_tokenizer},
-                                    {"argmax_key", test_argmax_key}};
+                                    {"argmax_key", test_argmax_key}, {"fold", test_fold}};
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

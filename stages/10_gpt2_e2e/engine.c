@@ -55,6 +55,28 @@ static int find_attention(const char *id)
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
+/** @brief A float rounded to fp16 and back, as wb_device_upload rounds it. */
+static float round_to_half(float x) { return wb_half_to_float(wb_float_to_half(x)); }
+
+/**
+ * v24: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; kernels.cu: row_statistics),
+ * uploaded: the folded weights as [N][K], like the others, into *w_out; [2][N], the bias with the shifts folded in
+ * and then the sums of each output's folded weights, into *bias_out.
+ */
+static const char *upload_folded(const float *w, const float *bias, const float *g, const float *b, int K, int N,
+                                 wb_dtype dtype, void **w_out, float **bias_out)
+{
+    float *folded = malloc((size_t)K * N * sizeof *folded), *bias_sums = malloc((size_t)2 * N * sizeof *bias_sums);
+    int ok = folded && bias_sums &&
+             gpt2_fold_layernorm(w, bias, g, b, K, N, dtype == WB_F16 ? round_to_half : NULL, folded, bias_sums) == 0;
+    if (ok) {
+        *w_out = wb_device_upload_transposed(folded, K, N, dtype, "folded weight, transposed");
+        *bias_out = upload_f32(bias_sums, (size_t)2 * N, "folded bias and sums");
+    }
+    free(folded), free(bias_sums);
+    return ok ? NULL : "out of host memory";
+}
+
 /** Lay a decode step's inputs out from `base` (slots first: 8-byte aligned) into `v`; returns their bytes. */
 static size_t step_inputs_at(void *base, int max_seqs, int pages_per_seq, engine_step_inputs *v)
 {
@@ -84,16 +106,16 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 13) return "decode_path must be 0..13 (see engine.h)";
+    if (decode_path < 0 || decode_path > 14) return "decode_path must be 0..14 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v23) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v24) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
-    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v23) takes fp16";
+    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v24) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
@@ -103,10 +125,11 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->producer_last_warp = decode_path >= 7;  /* v14-v20 */
     e->shaped_traffic = decode_path >= 8;      /* v16-v20 */
     e->split_attention = decode_path >= 9;     /* v18-v23 */
-    e->paced_requests = decode_path >= 10;     /* v20-v23 */
-    e->merge_proj = decode_path >= 11;         /* v21, v22, v23 */
-    e->merge_one_pass = decode_path >= 12;     /* v22, v23 */
-    e->proj_fixed_point = decode_path == 13;   /* v23 */
+    e->paced_requests = decode_path >= 10;     /* v20-v24 */
+    e->merge_proj = decode_path >= 11;         /* v21-v24 */
+    e->merge_one_pass = decode_path >= 12;     /* v22-v24 */
+    e->proj_fixed_point = decode_path >= 13;   /* v23, v24 */
+    e->ln_folded = decode_path == 14;          /* v24 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -122,14 +145,20 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         for (int k = 0; k < C; ++k) wt[(size_t)k * Vp + v] = w->wte[(size_t)v * C + k];
     e->wte_t = wb_device_upload(wt, (size_t)Vp * C, dtype, "wte transposed");
     free(wt);
-    void ***mats[] = {&e->qkv_w,  &e->proj_w, &e->fc_w,      &e->fcproj_w,  &e->qkv_wt,
-                      &e->proj_wt, &e->fc_wt, &e->fcproj_wt, &e->proj_heads};
-    float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
-    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) {
+    void ***mats[] = {&e->qkv_w,      &e->proj_w,    &e->fc_w,       &e->fcproj_w,       &e->qkv_wt,
+                      &e->proj_wt,    &e->fc_wt,     &e->fcproj_wt,  &e->proj_heads,     &e->qkv_wt_folded,
+                      &e->fc_wt_folded};
+    float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b,  &e->fcproj_b,     &e->ln1_w,
+                       &e->ln1_b, &e->ln2_w,  &e->ln2_b, &e->qkv_b_folded, &e->fc_b_folded};
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL without v3, by head
+                                                                  * without v21, folded without v24 */
         *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
-        memset(*mats[i], 0, (size_t)L * sizeof(void *)); /* the transposed ones stay NULL without v3, by head without v21 */
+        memset(*mats[i], 0, (size_t)L * sizeof(void *));
     }
-    for (size_t i = 0; i < 8; ++i) *vecs[i] = wb_host_alloc((size_t)L * sizeof(float *), "layer table");
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; ++i) {
+        *vecs[i] = wb_host_alloc((size_t)L * sizeof(float *), "layer table");
+        memset(*vecs[i], 0, (size_t)L * sizeof(float *));
+    }
     e->k_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
     e->v_pool = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
     for (int l = 0; l < L; ++l) {
@@ -160,6 +189,12 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->ln1_b[l] = upload_f32(b->ln1_b, (size_t)C, "ln_1 bias");
         e->ln2_w[l] = upload_f32(b->ln2_w, (size_t)C, "ln_2 weight");
         e->ln2_b[l] = upload_f32(b->ln2_b, (size_t)C, "ln_2 bias");
+        if (e->ln_folded) { /* v24: ln_1 into QKV, ln_2 into fc */
+            TRY(upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, dtype, &e->qkv_wt_folded[l],
+                               &e->qkv_b_folded[l]));
+            TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, dtype, &e->fc_wt_folded[l],
+                               &e->fc_b_folded[l]));
+        }
     }
     e->lnf_w = upload_f32(w->lnf_w, (size_t)C, "ln_f weight");
     e->lnf_b = upload_f32(w->lnf_b, (size_t)C, "ln_f bias");
@@ -183,6 +218,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
                                           e->proj_heads[l], NULL};
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
+        if (e->ln_folded) { /* v24: the same table, QKV's and fc's weights and biases folded */
+            for (int l = 0; l < L; ++l) {
+                t[l].qkv_wt = e->qkv_wt_folded[l], t[l].qkv_b = e->qkv_b_folded[l];
+                t[l].fc_wt = e->fc_wt_folded[l], t[l].fc_b = e->fc_b_folded[l];
+            }
+            e->d_layers_folded = wb_device_alloc((size_t)L * sizeof *t, "folded layer table");
+            WB_CUDA_CHECK(cudaMemcpy(e->d_layers_folded, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
+        }
         free(t);
         e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
     }
@@ -266,17 +309,19 @@ void engine_free(gpt2_engine *e)
         void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
                      e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL unless v3 */
-                     e->proj_heads[l]}; /* NULL unless v21 */
+                     e->proj_heads[l], /* NULL unless v21 */
+                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l]}; /* v24 */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc};
+                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc, e->d_layers_folded};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
-                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads};
+                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads, e->qkv_wt_folded,
+                 e->fc_wt_folded, e->qkv_b_folded, e->fc_b_folded};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
     if (e->step_h.slots) WB_CUDA_CHECK(cudaFreeHost(e->step_h.slots));
     if (e->queue_h[0][0].slots) WB_CUDA_CHECK(cudaFreeHost(e->queue_h[0][0].slots));
@@ -485,7 +530,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                                              unsigned long long *best, int merge_proj)
 {
     const gpt2_config *c = &e->cfg;
-    decode_step_args a = {.layers = e->d_layers, .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
+    const int folded = merge_proj && e->ln_folded && n == 1; /* v24: in the merged steps, at 1 row */
+    decode_step_args a = {.layers = folded ? e->d_layers_folded : e->d_layers, .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
                           .wte = e->wte, .wpe = e->wpe, .lnf_w = e->lnf_w, .lnf_b = e->lnf_b,
                           .tokens = in->tokens, .positions = in->positions, .slots = in->slots,
                           .tables = in->tables, .lens = in->lens, .max_pages = e->kv.max_pages_per_seq,
@@ -498,7 +544,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .split_attention = e->split_attention, .att_parts = e->d_att_parts,
                           .paced_requests = e->paced_requests, .merge_proj = merge_proj,
                           .proj_parts = e->d_proj_parts,
-                          .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc};
+                          .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc,
+                          .ln_folded = folded};
     return a;
 }
 

@@ -786,6 +786,7 @@ static __device__ __forceinline__ float load_cg(const __half *p) { return __half
 /** @brief What a phase's epilogue needs that the phase before does not write: requested before the barrier. */
 struct Prefetched {
     float bias;  /**< the bias of this thread's output (output thread / ROWS, row thread % ROWS) */
+    float colsum; /**< v24: the sum of that output's folded weights (decode_step_args.ln_folded) */
     float resid; /**< for a residual add, y's old value there */
     float gain[STEP_LN_PER_THREAD];  /**< LayerNorm gain at k = thread + i·STEP_THREADS */
     float shift[STEP_LN_PER_THREAD]; /**< LayerNorm shift at the same k */
@@ -802,7 +803,8 @@ struct Prefetched {
 template <typename T, int ROWS>
 static __device__ __forceinline__ void issue_phase(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], StepCursor &ahead,
                                                    Prefetched &pre, const float *bias, const T *resid_y, int N, int M,
-                                                   const float *ln_w, const float *ln_b, int K, bool weights)
+                                                   const float *ln_w, const float *ln_b, int K, bool weights,
+                                                   const float *colsum = NULL)
 {
     const int lane = threadIdx.x % 32;
     if (weights) { /* v7/v8's ring phases: the copy engine brings them */
@@ -817,6 +819,7 @@ static __device__ __forceinline__ void issue_phase(const LinearShare &p, uint4 (
     pre.bias = pre.resid = 0.0f;
     if (o < p.outs && m < M) {
         if (bias) pre.bias = __ldg(bias + p.n0 + o);
+        if (colsum) pre.colsum = __ldg(colsum + p.n0 + o); /* v24 (read only where it was set: finish_phase) */
         if (resid_y) pre.resid = load_cg(resid_y + (long long)m * N + p.n0 + o); /* written in this step: not __ldg */
     }
 #pragma unroll
@@ -866,6 +869,58 @@ static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
     }
     __syncthreads();
 }
+
+/**
+ * @brief v24: the statistics of a staged row (x as it is, the LayerNorm
+ *        folded into the linear after it), by one warp, into stats[0] =
+ *        (mean, 1/σ). At 1 row.
+ *
+ *        A LayerNorm before a linear is y_n = Σ_k ((x_k − mean)·rstd·g_k +
+ *        b_k)·W_nk + bias_n, which is
+ *
+ *            y_n = rstd·(Σ_k x_k·W'_nk − mean·Σ_k W'_nk) + bias'_n,
+ *
+ *        W'_nk = g_k·W_nk and bias'_n = bias_n + Σ_k b_k·W_nk, both worked
+ *        out once on the host (model.c: gpt2_fold_layernorm). The dot products
+ *        then take the row as the phase before left it, and the statistics
+ *        are needed only in the epilogue: v23's rows stage normalised the
+ *        row (its loads, two butterflies, the gain and shift) before any dot
+ *        product could start; v24's stages x (stage_step_rows, or the sums
+ *        of stage_proj_sum_rows), and one warp works out mean and rstd while
+ *        the others multiply (STATS_WARP). The column sums Σ_k W'_nk are of
+ *        the rounded W', so that x·W' − mean·ΣW' is (x − mean)·W' in exact
+ *        arithmetic; the two terms cancel as far as the mean is from zero,
+ *        and fp32 keeps 13 bits more than fp16's rounding of the row: the
+ *        cancellation shows only for a mean thousands of times σ.
+ */
+template <typename T>
+static __device__ __forceinline__ void row_statistics(const T *row, int K, float2 *stats)
+{
+    constexpr int VEC = Vec16<T>::N;
+    const int lane = threadIdx.x % 32;
+    const float x0 = load(row, 0);
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int c = lane; c < K / VEC; c += 32) {
+        float v[VEC];
+        unpack16(*reinterpret_cast<const uint4 *>(row + c * VEC), v, T());
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) { /* of d = x − x₀, as layernorm_step_rows */
+            float d = v[i] - x0;
+            s1 += d, s2 = fmaf(d, d, s2);
+        }
+    }
+    s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
+    const float mean_d = s1 / K;
+    if (lane == 0) stats[0] = make_float2(x0 + mean_d, rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS));
+}
+
+/**
+ * @brief v24: the warp that works out the statistics (row_statistics): the
+ *        last but one. At 1 row QKV's 17-18 outputs a block leave it 2 dot
+ *        products where warps 0 and 1 have 3, and it is not the producer's
+ *        (the last warp, which requests in the same phases).
+ */
+#define STATS_WARP (STEP_WARPS - 2)
 
 /**
  * @brief LayerNorm of the M staged rows, in place: the statistics in one
@@ -1063,7 +1118,7 @@ template <typename T, int ROWS>
 static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const LinearShare &p, const float *partial,
                                                     const Prefetched &pre, const float *bias, T *y, int N,
                                                     const decode_step_args &a, const StepInputs &in, void *k_pool,
-                                                    void *v_pool)
+                                                    void *v_pool, const float2 *ln_stats = NULL)
 {
     __syncthreads(); /* every warp's partial sums are in */
     for (int i = threadIdx.x; i < p.outs * ROWS; i += STEP_THREADS) {
@@ -1072,7 +1127,11 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
         float s = 0.0f;
         for (int sl = 0; sl < p.S; ++sl) s += partial[(o * p.S + sl) * ROWS + m];
         bool mine = i == (int)threadIdx.x; /* the first pass: what issue_phase prefetched */
-        s += mine ? pre.bias : bias ? __ldg(bias + n) : 0.0f;
+        if (ln_stats) /* v24: rstd·(x·w' − mean·Σw') + bias', the LayerNorm folded (row_statistics) */
+            s = fmaf(ln_stats[m].y, s - ln_stats[m].x * (mine ? pre.colsum : __ldg(bias + N + n)),
+                     mine ? pre.bias : __ldg(bias + n));
+        else
+            s += mine ? pre.bias : bias ? __ldg(bias + n) : 0.0f;
         if (epi == DECODE_GELU) {
             store(y, (long long)m * N + n, gelu_tanh(s));
         } else if (epi == DECODE_RESIDUAL) {
@@ -2293,12 +2352,18 @@ static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args
  *        they are stored, in 64-bit fixed point (proj_head_dots), so that
  *        fc's rows read one sum a column, not H parts
  *        (stage_proj_sum_rows).
+ *        v24 (LN_FOLDED; v23's steps): v23's kernel with QKV's and fc's
+ *        LayerNorm folded into their weights (decode_step_args.ln_folded):
+ *        the rows are staged as they are, one warp works out their
+ *        statistics while the others multiply (row_statistics), and the
+ *        epilogue applies them (finish_phase).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
-          bool PROJ_FIXED_POINT = false>
+          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
+    static_assert(!LN_FOLDED || (PROJ_FIXED_POINT && ROWS == 1), "v24 is v23's kernel with the LayerNorms folded");
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -2315,6 +2380,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                        PRODUCER_LAST_WARP ? RING_PRODUCER_LAST_WARP : RING_PRODUCER}; /* RING only */
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
+    __shared__ float2 ln_stats[ROWS]; /* v24: the row's (mean, 1/σ), for the epilogue (row_statistics) */
     GridBarrier barrier = {a.barrier, 0, a.trace, 0, P};
     barrier.mark(0);
     uint4 slot[STEP_SLOTS];
@@ -2383,14 +2449,18 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         LinearPhase d;
         LinearShare share;
         bool one_pass = false; /* v10: the rows staged and normalised in one pass */
+        bool folded = false;   /* v24: QKV's or fc's LayerNorm, folded into the weights */
         if (!attention) { /* before the barrier: everything that does not depend on the phase before */
             d = describe_phase(a, layers, i);
             if (merged && i % 5 == PHASE_FCPROJ) d.resid = a.att; /* v21: x + proj, as fc's rows left it */
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
             const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
-            one_pass = HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too (src NULL) */
-            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M, one_pass ? NULL : d.ln_w,
-                                 d.ln_b, d.K, !HEAD_RING && !from_ring && !head_mma); /* v10: no weights in registers */
+            folded = LN_FOLDED && d.ln_w && i < 5 * L;
+            one_pass = !folded && HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too */
+            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M,
+                                 one_pass || folded ? NULL : d.ln_w, d.ln_b, d.K,
+                                 !HEAD_RING && !from_ring && !head_mma, /* v10: no weights in registers */
+                                 folded ? d.bias + d.N : NULL); /* v24: the folded weights' sums */
             if (head_mma) head_mma_fetch(share, slot, head_ahead);
             if (one_pass) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
         }
@@ -2424,7 +2494,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, /* v23: one sum a column */
                                                          PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
                                                          fcproj.n0, fcproj.n0 + fcproj.outs);
-                stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
+                if (!folded) stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
             } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
@@ -2443,13 +2513,14 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 }
                 __syncthreads();
             }
-            if (d.ln_w && !one_pass) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+            if (d.ln_w && !one_pass && !folded) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
             if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             if (from_ring) {
                 if (ring.is_producer()) /* see RING_PRODUCER: when to request; v20 paces them */
                     ring.request(a.paced_requests ? paced_request_end(d.linear, i % 5) : RING_ALL_LINEARS);
+                if (folded && threadIdx.x / 32 == STATS_WARP) row_statistics<T>(rows, d.K, ln_stats); /* v24 */
                 ring.wait(d.linear);
                 if constexpr (MMA)
                     run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
@@ -2468,7 +2539,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             }
             barrier.mark(3);
             if (!head)
-                finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool);
+                finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool,
+                                      folded ? ln_stats : NULL);
         }
         if (i + 1 < P) barrier.arrive();
         if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
@@ -2501,7 +2573,8 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
+          bool LN_FOLDED>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
@@ -2509,7 +2582,7 @@ static size_t ring_static_smem()
         cudaFuncAttributes attr;
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
                                                                           SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
-                                                                          PROJ_FIXED_POINT>));
+                                                                          PROJ_FIXED_POINT, LN_FOLDED>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2529,14 +2602,15 @@ static size_t ring_static_smem()
 template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
-template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT>
+template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
+          bool LN_FOLDED>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
-           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT>();
+           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2571,6 +2645,9 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->proj_fixed_point && (!a->merge_proj || !a->proj_acc))
         return "persistent decode step with proj's parts added in fixed point (v23): needs attention and proj in one "
                "phase (v21's merge_proj) and proj_acc (L * DECODE_PROJ_ACC_ROW(C) int64)";
+    if (a->ln_folded && (!a->proj_fixed_point || a->M != 1))
+        return "persistent decode step with the LayerNorms folded (v24): needs proj's parts in fixed point (v23) and "
+               "1 sequence";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2578,7 +2655,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT) with the storage
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED) with the storage
  *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
@@ -2587,7 +2664,8 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
  *        v10/v11 with the weights evict-first in L2; v14/v15 v12/v13 with the
  *        ring's producer in the last warp; v16/v17 v14/v15 with their traffic
  *        shaped; v18/v19 v16/v17 with attention split over the idle blocks;
- *        v23 at 1 row with merge_proj, v21's with proj's parts in fixed point.
+ *        v23 at 1 row with merge_proj, v21's with proj's parts in fixed point;
+ *        v24 v23's with the LayerNorms folded.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
@@ -2597,16 +2675,23 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
                        auto split) -> R {
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
-        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped, split, no());
-        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped, split, no());
-        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped, split, no());
-        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split, no());
+        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped, split, no(),
+                          no());
+        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped, split, no(),
+                          no());
+        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped, split, no(),
+                          no());
+        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split, no(),
+                          no());
         }
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
-        if constexpr (std::is_same<decltype(t), __half>::value) /* v23 (merge_proj is fp16 only), at 1 row */
+        if constexpr (std::is_same<decltype(t), __half>::value) /* v23, v24 (merge_proj is fp16 only), at 1 row */
             if (a->proj_fixed_point && rows_for(a->M) == 1)
-                return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes());
+                return a->ln_folded ? f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(),
+                                        yes(), yes(), yes())
+                                    : f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(),
+                                        yes(), yes(), no());
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
         if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), no());
         if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no(), no());
@@ -2634,9 +2719,12 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     if (step_flags_refused(dtype, a)) return 0;
     if (!a->weight_ring) return step_smem_bytes(wb_dtype_bytes(dtype), rows_for(M), C, a->L, a->max_pages, sms, false);
     return with_step_kernel<size_t>(
-        dtype, a, [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed) {
+        dtype, a,
+        [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed,
+            auto folded) {
             return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value,
-                                  decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value>(a, sms);
+                                  decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
+                                  decltype(folded)::value>(a, sms);
         });
 }
 
@@ -2646,12 +2734,12 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        takes all the shared memory that the rest of the block leaves.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
-          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT>
+          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
-                                         SPLIT_ATTENTION, PROJ_FIXED_POINT>;
+                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2659,7 +2747,8 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
         size_t offset = step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
-               used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT>();
+               used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT,
+                                                LN_FOLDED>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -2711,9 +2800,11 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
         return "persistent decode step with attention and proj in one phase (v21): needs at least one block (SM) a head";
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
-                                                        auto evict, auto last_warp, auto shaped, auto split, auto fixed) {
+                                                        auto evict, auto last_warp, auto shaped, auto split, auto fixed,
+                                                        auto folded) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
-                                decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value>(a, smem, sms);
+                                decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
+                                decltype(folded)::value>(a, smem, sms);
     });
 }

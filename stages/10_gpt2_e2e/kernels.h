@@ -225,6 +225,11 @@ typedef struct {
                                     stored, into proj_acc in 64-bit fixed point, and fc's rows read one sum a column */
     long long *proj_acc;       /**< v23: [L][DECODE_PROJ_ACC_ROW(C)] the sums, and a flag a row (kernels.cu:
                                     proj_head_dots) */
+    int ln_folded;             /**< v24 (with proj_fixed_point): QKV's and fc's LayerNorm folded into `layers`: its
+                                    qkv_wt and fc_wt hold g_k·W_nk (the gains folded in), its qkv_b and fc_b [2][N]:
+                                    the bias with the shifts folded in, then each output's sum of its folded weights.
+                                    The rows are x as it is; its mean and 1/σ come beside the dot products and are
+                                    applied in the epilogue (kernels.cu: finish_phase) */
 } decode_step_args;
 
 /** @brief v23: 1.0 in proj_acc's fixed point (2^32). */

@@ -263,3 +263,20 @@ int gpt2_model_write(const gpt2_model *m, const char *path, int with_prefix, cha
     if (!ok) return snprintf(err, err_len, "cannot write '%s'", path), -1;
     return 0;
 }
+
+int gpt2_fold_layernorm(const float *w, const float *bias, const float *g, const float *b, int K, int N,
+                        float (*round)(float), float *w_folded, float *bias_sums)
+{
+    double *sums = calloc((size_t)2 * N, sizeof *sums); /* [2][N]: Σ b_k·w_kn, then Σ w'_kn */
+    if (!sums) return -1;
+    for (int k = 0; k < K; ++k) /* row by row: w is [K][N] */
+        for (int n = 0; n < N; ++n) {
+            const float wkn = w[(size_t)k * N + n], folded = round ? round(g[k] * wkn) : g[k] * wkn;
+            w_folded[(size_t)k * N + n] = folded;
+            sums[n] += (double)b[k] * wkn;
+            sums[N + n] += folded;
+        }
+    for (int n = 0; n < N; ++n) bias_sums[n] = (float)(bias[n] + sums[n]), bias_sums[N + n] = (float)sums[N + n];
+    free(sums);
+    return 0;
+}

@@ -57,6 +57,20 @@ void gpt2_model_free(gpt2_model *m);
  */
 int gpt2_model_write(const gpt2_model *m, const char *path, int with_prefix, char *err, size_t err_len);
 
+/**
+ * @brief Fold a LayerNorm (gain g, shift b, [K]) into the linear after it (w
+ *        [K][N], bias [N]), the decode step's v24 (kernels.cu:
+ *        row_statistics): LN(x)·w + bias = rstd·(x·w' − mean·Σ_k w'_k) +
+ *        bias'. Writes w' = g_k·w_kn, each value passed through `round`
+ *        (the storage's rounding; NULL keeps fp32), into w_folded [K][N], and
+ *        into bias_sums [2][N] bias'_n = bias_n + Σ_k b_k·w_kn, then Σ_k of
+ *        the rounded w'_kn (so that the mean's term takes away exactly what
+ *        the folded weights multiplied it by). Sums in double.
+ * @return 0, or −1 out of memory
+ */
+int gpt2_fold_layernorm(const float *w, const float *bias, const float *g, const float *b, int K, int N,
+                        float (*round)(float), float *w_folded, float *bias_sums);
+
 #ifdef __cplusplus
 }
 #endif
