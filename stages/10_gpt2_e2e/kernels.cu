@@ -1280,7 +1280,25 @@ static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, 
  *        unnormalised output and (max, sum) in global memory (att_part), and
  *        proj's rows merge them (stage_attention_rows).
  */
-template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false>
+/**
+ * @brief v25: where token t's row of head h starts in a page pool ([pages][H][bs][64]), its page from `table`, with
+ *        the block size bs a power of 2 (the host checks): a shift and a mask where v5-v24 divide by bs.
+ *
+ *        v24's attention took 3.0 µs of a 5 µs phase at context 130 (H100). In its sm_90 code each of a warp's 8
+ *        passes divided t by bs (an integer division by a run-time value: I2F, MUFU.RCP, F2I and a dozen integer
+ *        instructions, a dependent chain), then read the page from the table and only then issued its two loads,
+ *        and `if (t < len)` put each pass in a branch of its own, so the passes could not overlap: the last loads
+ *        left about 1 100 instructions after the first. v25 clamps t to the last token instead (a token past the
+ *        context reads the last one's row; its score is −∞, so it weighs 0) and shifts: no branch, and the 8 passes'
+ *        arithmetic interleaves.
+ */
+static __device__ __forceinline__ long long kv_row_offset(const int *table, int t, int H, int h, int bs)
+{
+    const int log2_bs = 31 - __clz(bs);
+    return (((long long)table[t >> log2_bs] * H + h) * bs + (t & (bs - 1))) * DECODE_STEP_HEAD_DIM;
+}
+
+template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false, bool SHIFTS = false>
 static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool,
                                        int layer, int splits = 1, int only_pair = -1, T *to_shared = nullptr)
 {
@@ -1314,14 +1332,19 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
 #pragma unroll
             for (int p = 0; p < STEP_ATT_PASSES; ++p) {
                 int t = t0 + p * TPP + sub;
-                kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
-                if (t < len) {
-                    long long off = (((long long)table[t / bs] * H + h) * bs + t % bs) * D + c * EP;
-                    if (kv_evict_first)
-                        kr[p] = load_fresh_with_policy(k_pool + off, kv_policy),
-                        vr[p] = load_fresh_with_policy(v_pool + off, kv_policy);
-                    else
-                        kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
+                if constexpr (SHIFTS) { /* v25: see kv_row_offset */
+                    const long long off = kv_row_offset(table, min(t, len - 1), H, h, bs) + c * EP;
+                    kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
+                } else {
+                    kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
+                    if (t < len) {
+                        long long off = (((long long)table[t / bs] * H + h) * bs + t % bs) * D + c * EP;
+                        if (kv_evict_first)
+                            kr[p] = load_fresh_with_policy(k_pool + off, kv_policy),
+                            vr[p] = load_fresh_with_policy(v_pool + off, kv_policy);
+                        else
+                            kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
+                    }
                 }
             }
             float s[STEP_ATT_PASSES], tile_max = -INFINITY;
@@ -2357,13 +2380,17 @@ static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args
  *        the rows are staged as they are, one warp works out their
  *        statistics while the others multiply (row_statistics), and the
  *        epilogue applies them (finish_phase).
+ *        v25 (KV_SHIFTS; v24's steps): v24's kernel with attention's K/V
+ *        addresses worked out with shifts, not divisions, and no branch a
+ *        token (kv_row_offset).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
-          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false>
+          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     static_assert(!LN_FOLDED || (PROJ_FIXED_POINT && ROWS == 1), "v24 is v23's kernel with the LayerNorms folded");
+    static_assert(!KV_SHIFTS || LN_FOLDED, "v25 is v24's kernel with attention's addresses in shifts");
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -2475,17 +2502,19 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 int proj_head; /* -1: a block past G·H, with no head */
                 const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
                 if (proj_head >= 0)
-                    attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
+                    attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS>(
                         a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head, rows); /* 1 split */
                 __syncthreads(); /* the head's outputs are in rows */
+                if constexpr (LN_FOLDED) barrier.mark(2); /* v24 traces the merged phase: attention done */
                 ring.wait(j);
                 if (proj_head >= 0)
                     proj_head_dots<T, PROJ_FIXED_POINT>(a, proj, ring, j, rows, proj_head,
                                                         PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr);
+                if constexpr (LN_FOLDED) barrier.mark(3); /* and proj's part */
                 __syncthreads(); /* every read of proj's weights is done: they go back */
                 if (ring.is_producer()) ring.give_back();
             } else {
-                attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>()>(
+                attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS>(
                     a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
             }
         } else {
@@ -2574,7 +2603,7 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED>
+          bool LN_FOLDED, bool KV_SHIFTS>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
@@ -2582,7 +2611,7 @@ static size_t ring_static_smem()
         cudaFuncAttributes attr;
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
                                                                           SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
-                                                                          PROJ_FIXED_POINT, LN_FOLDED>));
+                                                                          PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2603,14 +2632,15 @@ template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED>
+          bool LN_FOLDED, bool KV_SHIFTS>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     return step_ring_offset(sizeof(T), ROWS, a->C, a->L, a->max_pages, blocks, TC,
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
-           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED>();
+           ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED,
+                            KV_SHIFTS>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2648,6 +2678,9 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->ln_folded && (!a->proj_fixed_point || a->M != 1))
         return "persistent decode step with the LayerNorms folded (v24): needs proj's parts in fixed point (v23) and "
                "1 sequence";
+    if (a->kv_shifts && (!a->ln_folded || a->block_size < 1 || (a->block_size & (a->block_size - 1))))
+        return "persistent decode step with attention's addresses in shifts (v25): needs the LayerNorms folded (v24) "
+               "and a block size that is a power of 2";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2655,7 +2688,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED) with the storage
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS) with the storage
  *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
@@ -2665,7 +2698,8 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
  *        ring's producer in the last warp; v16/v17 v14/v15 with their traffic
  *        shaped; v18/v19 v16/v17 with attention split over the idle blocks;
  *        v23 at 1 row with merge_proj, v21's with proj's parts in fixed point;
- *        v24 v23's with the LayerNorms folded.
+ *        v24 v23's with the LayerNorms folded; v25 v24's with attention's
+ *        addresses in shifts.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
@@ -2676,22 +2710,27 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
                        auto split) -> R {
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
         case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped, split, no(),
-                          no());
+                          no(), no());
         case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped, split, no(),
-                          no());
+                          no(), no());
         case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped, split, no(),
-                          no());
+                          no(), no());
         default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split, no(),
-                          no());
+                          no(), no());
         }
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
         if constexpr (std::is_same<decltype(t), __half>::value) /* v23, v24 (merge_proj is fp16 only), at 1 row */
             if (a->proj_fixed_point && rows_for(a->M) == 1)
+            {
+                if (a->kv_shifts) /* v25 */
+                    return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes(),
+                             yes(), yes());
                 return a->ln_folded ? f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(),
-                                        yes(), yes(), yes())
+                                        yes(), yes(), yes(), no())
                                     : f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(),
-                                        yes(), yes(), no());
+                                        yes(), yes(), no(), no());
+            }
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
         if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), no());
         if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no(), no());
@@ -2721,10 +2760,10 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     return with_step_kernel<size_t>(
         dtype, a,
         [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed,
-            auto folded) {
+            auto folded, auto shifts) {
             return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value,
                                   decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                  decltype(folded)::value>(a, sms);
+                                  decltype(folded)::value, decltype(shifts)::value>(a, sms);
         });
 }
 
@@ -2734,12 +2773,12 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        takes all the shared memory that the rest of the block leaves.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
-          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED>
+          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED, bool KV_SHIFTS>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
-                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED>;
+                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2748,7 +2787,7 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
                used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT,
-                                                LN_FOLDED>();
+                                                LN_FOLDED, KV_SHIFTS>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -2801,10 +2840,10 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split, auto fixed,
-                                                        auto folded) {
+                                                        auto folded, auto shifts) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
                                 decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                decltype(folded)::value>(a, smem, sms);
+                                decltype(folded)::value, decltype(shifts)::value>(a, smem, sms);
     });
 }

@@ -230,6 +230,8 @@ typedef struct {
                                     the bias with the shifts folded in, then each output's sum of its folded weights.
                                     The rows are x as it is; its mean and 1/σ come beside the dot products and are
                                     applied in the epilogue (kernels.cu: finish_phase) */
+    int kv_shifts;             /**< v25 (with ln_folded, block_size a power of 2): attention's K/V addresses with
+                                    shifts, not divisions, and no branch a token (kernels.cu: kv_row_offset) */
 } decode_step_args;
 
 /** @brief v23: 1.0 in proj_acc's fixed point (2^32). */

@@ -41,10 +41,11 @@
  *  with each head's part of proj added as it is stored, in 64-bit fixed point (the same sum in any order), so that
  *  fc's rows read one sum a column instead of every head's part; v24 is v23 with QKV's and fc's LayerNorm folded
  *  into their weights in the merged steps, so that the rows go to the dot products as they are and the statistics
- *  are worked out beside them. */
+ *  are worked out beside them; v25 is v24 with attention's K/V addresses worked out with shifts instead of a
+ *  division, and no branch a token. */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
                                           "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
-                                          "v19", "v20", "v21", "v22", "v23", "v24", NULL};
+                                          "v19", "v20", "v21", "v22", "v23", "v24", "v25", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -68,8 +69,9 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v20 + attention and proj one phase at batch 1 (sm_90)",
                                            "v21 merged only where one pass covers the context (sm_90)",
                                            "v22 + proj's parts summed as stored, in fixed point (sm_90)",
-                                           "v23 + LayerNorms folded into the weights (sm_90)"};
-enum { N_VARIANTS = 24 };
+                                           "v23 + LayerNorms folded into the weights (sm_90)",
+                                           "v24 + attention's K/V addresses in shifts (sm_90)"};
+enum { N_VARIANTS = 25 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
  *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
@@ -78,7 +80,8 @@ enum { N_VARIANTS = 24 };
  *  attention split over the idle blocks (v18, and v19 in fp32), 10 with the ring's requests paced (v20, fp16 only),
  *  11 with attention and proj one phase at 1 row (v21, fp16 only), 12 with that only in the steps whose longest
  *  context one pass covers (v22, fp16 only), 13 with proj's parts summed as they are stored (v23, fp16 only), 14
- *  with QKV's and fc's LayerNorm folded into their weights (v24, fp16 only).
+ *  with QKV's and fc's LayerNorm folded into their weights (v24, fp16 only), 15 with attention's K/V addresses
+ *  in shifts (v25, fp16 only).
  *  A non-zero path prefills with v1's or v2's kernels. */
 static const struct {
     wb_dtype dtype;
@@ -87,7 +90,7 @@ static const struct {
                                {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}, {WB_F16, 6},
                                {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}, {WB_F16, 9},
                                {WB_F32, 9}, {WB_F16, 10}, {WB_F16, 11}, {WB_F16, 12}, {WB_F16, 13},
-                               {WB_F16, 14}};
+                               {WB_F16, 14}, {WB_F16, 15}};
 /** @brief Storage of variant v (0-based). */
 static wb_dtype variant_dtype(int v)
 {
@@ -577,7 +580,9 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
         for (int b = 0; b < sms; ++b) {
             double start = trace_at(h, P, b, p, 0), arrive = trace_at(h, P, b, p, 1);
             first = fmin(first, start), last_arrival = fmax(last_arrival, arrive), most = fmax(most, arrive - start);
-            if (k != 1) r += trace_at(h, P, b, p, 2) - start, dd += trace_at(h, P, b, p, 3) - trace_at(h, P, b, p, 2), ee += arrive - trace_at(h, P, b, p, 3);
+            if (trace_at(h, P, b, p, 2)) /* attention's phase marks none of the two (v24's merged phase does) */
+                r += trace_at(h, P, b, p, 2) - start, dd += trace_at(h, P, b, p, 3) - trace_at(h, P, b, p, 2),
+                    ee += arrive - trace_at(h, P, b, p, 3);
             if (q < P) next = fmin(next, trace_at(h, P, b, q, 0));
         }
         if (p == 0) t0 = first;
@@ -711,7 +716,7 @@ static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts
         if (variant_decode_path(v) >= 2) {
             print_step_trace(&e, 1, prompt, tokens);
             print_step_trace(&e, PB, prompt, tokens);
-            if (variant_decode_path(v) >= 5) { /* v10-v24: and at the last timed step's context (attention grows) */
+            if (variant_decode_path(v) >= 5) { /* v10-v25: and at the last timed step's context (attention grows) */
                 print_step_trace(&e, 1, prompt + steps - 2, tokens);
                 print_step_trace(&e, PB, prompt + steps - 2, tokens);
             }
