@@ -1118,7 +1118,7 @@ template <typename T, int ROWS>
 static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const LinearShare &p, const float *partial,
                                                     const Prefetched &pre, const float *bias, T *y, int N,
                                                     const decode_step_args &a, const StepInputs &in, void *k_pool,
-                                                    void *v_pool, const float2 *ln_stats = NULL)
+                                                    void *v_pool, const float2 *ln_stats = NULL, bool kv_shifts = false)
 {
     __syncthreads(); /* every warp's partial sums are in */
     for (int i = threadIdx.x; i < p.outs * ROWS; i += STEP_THREADS) {
@@ -1141,7 +1141,11 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
             if (part == 0) {
                 store((T *)a.q, (long long)m * C + c, s);
             } else {
-                long long slot = in.slots[m], page = slot / a.block_size, offset = slot % a.block_size;
+                long long slot = in.slots[m], page, offset;
+                if (kv_shifts) /* v25: a shift and a mask, not a 64-bit division (a subroutine of ~70 instructions) */
+                    page = slot >> (31 - __clz(a.block_size)), offset = slot & (a.block_size - 1);
+                else
+                    page = slot / a.block_size, offset = slot % a.block_size;
                 store((T *)(part == 1 ? k_pool : v_pool), ((page * a.H + c / d) * a.block_size + offset) * d + c % d, s);
             }
         }
@@ -1282,7 +1286,8 @@ static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, 
  */
 /**
  * @brief v25: where token t's row of head h starts in a page pool ([pages][H][bs][64]), its page from `table`, with
- *        the block size bs a power of 2 (the host checks): a shift and a mask where v5-v24 divide by bs.
+ *        the block size bs a power of 2 (the host checks): a shift and a mask where v5-v24 divide by bs. (QKV's
+ *        epilogue, which appends the new token's K and V, shifts its slot too: finish_phase.)
  *
  *        v24's attention took 3.0 µs of a 5 µs phase at context 130 (H100). In its sm_90 code each of a warp's 8
  *        passes divided t by bs (an integer division by a run-time value: I2F, MUFU.RCP, F2I and a dozen integer
@@ -2569,7 +2574,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             barrier.mark(3);
             if (!head)
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool,
-                                      folded ? ln_stats : NULL);
+                                      folded ? ln_stats : NULL, KV_SHIFTS);
         }
         if (i + 1 < P) barrier.arrive();
         if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
