@@ -870,6 +870,39 @@ static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
     __syncthreads();
 }
 
+/** @brief A LayerNorm's two sums over a row, of d = x − x₀ (x₀ the row's first value). */
+struct RowSums {
+    float x0; /**< the row's first value */
+    float s1; /**< Σ d */
+    float s2; /**< Σ d² */
+};
+
+/**
+ * @brief One warp's LayerNorm sums over a staged row (shared memory, K a
+ *        multiple of 16 bytes), in every lane. Shifted by x₀ so that var =
+ *        E[d²] − E[d]² is never a difference of two large numbers when the
+ *        mean is far from zero.
+ */
+template <typename T>
+static __device__ __forceinline__ RowSums warp_row_sums(const T *row, int K)
+{
+    constexpr int VEC = Vec16<T>::N;
+    const int lane = threadIdx.x % 32;
+    const float x0 = load(row, 0);
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int c = lane; c < K / VEC; c += 32) {
+        float v[VEC];
+        unpack16(*reinterpret_cast<const uint4 *>(row + c * VEC), v, T());
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            float d = v[i] - x0;
+            s1 += d, s2 = fmaf(d, d, s2);
+        }
+    }
+    s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
+    return {x0, s1, s2};
+}
+
 /**
  * @brief v24: the statistics of a staged row (x as it is, the LayerNorm
  *        folded into the linear after it), by one warp, into stats[0] =
@@ -896,22 +929,10 @@ static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
 template <typename T>
 static __device__ __forceinline__ void row_statistics(const T *row, int K, float2 *stats)
 {
-    constexpr int VEC = Vec16<T>::N;
-    const int lane = threadIdx.x % 32;
-    const float x0 = load(row, 0);
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int c = lane; c < K / VEC; c += 32) {
-        float v[VEC];
-        unpack16(*reinterpret_cast<const uint4 *>(row + c * VEC), v, T());
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) { /* of d = x − x₀, as layernorm_step_rows */
-            float d = v[i] - x0;
-            s1 += d, s2 = fmaf(d, d, s2);
-        }
-    }
-    s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
-    const float mean_d = s1 / K;
-    if (lane == 0) stats[0] = make_float2(x0 + mean_d, rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS));
+    const RowSums r = warp_row_sums(row, K);
+    const float mean_d = r.s1 / K;
+    if (threadIdx.x % 32 == 0)
+        stats[0] = make_float2(r.x0 + mean_d, rsqrtf(fmaxf(r.s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS));
 }
 
 /**
@@ -943,25 +964,12 @@ static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetch
     /* Both statistics of a row from the shifted values d = x − x₀ (x₀ the row's first value), so that
      * var = E[d²] − E[d]² is never a difference of two large numbers when the mean is far from zero */
     if constexpr (WARP_ROWS) {
-        constexpr int VEC = Vec16<T>::N;
         for (int m = warp; m < ROWS; m += STEP_WARPS) { /* rows past M are zero: harmless statistics, never used */
-            const T *row = rows + (long long)m * K;
-            const float x0 = load(row, 0);
-            float s1 = 0.0f, s2 = 0.0f;
-            for (int c = lane; c < K / VEC; c += 32) {
-                float v[VEC];
-                unpack16(*reinterpret_cast<const uint4 *>(row + c * VEC), v, T());
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) {
-                    float d = v[i] - x0;
-                    s1 += d, s2 = fmaf(d, d, s2);
-                }
-            }
-            s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
+            const RowSums r = warp_row_sums(rows + (long long)m * K, K);
             if (lane == 0) {
-                float mean_d = s1 / K;
-                mean[m] = x0 + mean_d;
-                rstd[m] = rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+                float mean_d = r.s1 / K;
+                mean[m] = r.x0 + mean_d;
+                rstd[m] = rsqrtf(fmaxf(r.s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
             }
         }
     } else {
