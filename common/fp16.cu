@@ -19,6 +19,8 @@ extern "C" float wb_half_to_float(uint16_t bits)
     return __half2float(h);
 }
 
+extern "C" float wb_round_to_half(float x) { return wb_half_to_float(wb_float_to_half(x)); }
+
 extern "C" void wb_floats_to_halves(const float *src, uint16_t *dst, size_t n)
 {
     for (size_t i = 0; i < n; ++i) dst[i] = wb_float_to_half(src[i]);

@@ -21,6 +21,8 @@ extern "C" {
 uint16_t wb_float_to_half(float x);
 /** @brief The float value of fp16 bits (exact: every fp16 is a float). */
 float wb_half_to_float(uint16_t h);
+/** @brief x rounded to the nearest fp16 (ties to even), as a float: what storing it as fp16 keeps. */
+float wb_round_to_half(float x);
 /** @brief Convert n floats to fp16 bits, rounding to nearest even. */
 void wb_floats_to_halves(const float *src, uint16_t *dst, size_t n);
 /** @brief Convert n fp16 values (bits) to floats. */

@@ -380,9 +380,6 @@ static void test_argmax_key(void)
     }
 }
 
-/** @brief fp16's rounding of a float (what the engine stores the folded weights as). */
-static float round_half(float x) { return wb_half_to_float(wb_float_to_half(x)); }
-
 /* The decode step's v24 folds a LayerNorm into the linear after it (model.h: gpt2_fold_layernorm). LN(x)·w + bias
  * worked out directly, in double, against rstd·(x·w' − mean·Σw') + bias' as the step works it out (float dot
  * products and epilogue), with w' kept in fp32 and rounded to fp16, on rows whose mean is near zero, far from it
@@ -401,14 +398,17 @@ static void test_fold(void)
     wb_fill_uniform_f32(g, K, 0.5f, 1.5f, 13);
     wb_fill_uniform_f32(b, K, -0.3f, 0.3f, 14);
     for (int fp16 = 0; fp16 < 2; ++fp16) {
-        EXPECT(gpt2_fold_layernorm(w, bias, g, b, K, N, fp16 ? round_half : NULL, wf, bs) == 0);
+        EXPECT(gpt2_fold_layernorm(w, bias, g, b, K, N, fp16 ? wb_round_to_half : NULL, wf, bs) == 0);
         int sums_ok = 1, stored_ok = 1;
         for (int n = 0; n < N; ++n) { /* Σ_k w'_kn of the stored values, to the float */
             double sum = 0.0;
             for (int k = 0; k < K; ++k) sum += wf[k * N + n];
             sums_ok &= (float)sum == bs[N + n];
         }
-        for (int i = 0; i < K * N; ++i) stored_ok &= wf[i] == (fp16 ? round_half(g[i / N] * w[i]) : g[i / N] * w[i]);
+        for (int i = 0; i < K * N; ++i) {
+            const float f = g[i / N] * w[i];
+            stored_ok &= wf[i] == (fp16 ? wb_round_to_half(f) : f);
+        }
         EXPECT(sums_ok);
         EXPECT(stored_ok);
         for (int row = 0; row < 3; ++row) {

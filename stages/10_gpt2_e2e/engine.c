@@ -55,9 +55,6 @@ static int find_attention(const char *id)
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
-/** @brief A float rounded to fp16 and back, as wb_device_upload rounds it. */
-static float round_to_half(float x) { return wb_half_to_float(wb_float_to_half(x)); }
-
 /**
  * v24: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; kernels.cu: row_statistics),
  * uploaded: the folded weights as [N][K], like the others, into *w_out; [2][N], the bias with the shifts folded in
@@ -67,8 +64,8 @@ static const char *upload_folded(const float *w, const float *bias, const float 
                                  wb_dtype dtype, void **w_out, float **bias_out)
 {
     float *folded = malloc((size_t)K * N * sizeof *folded), *bias_sums = malloc((size_t)2 * N * sizeof *bias_sums);
-    int ok = folded && bias_sums &&
-             gpt2_fold_layernorm(w, bias, g, b, K, N, dtype == WB_F16 ? round_to_half : NULL, folded, bias_sums) == 0;
+    float (*round)(float) = dtype == WB_F16 ? wb_round_to_half : NULL; /* as the upload rounds it */
+    int ok = folded && bias_sums && gpt2_fold_layernorm(w, bias, g, b, K, N, round, folded, bias_sums) == 0;
     if (ok) {
         *w_out = wb_device_upload_transposed(folded, K, N, dtype, "folded weight, transposed");
         *bias_out = upload_f32(bias_sums, (size_t)2 * N, "folded bias and sums");

@@ -1121,6 +1121,9 @@ struct StepInputs {
     const int *tables; /**< [M][max_pages], shared memory */
 };
 
+/** @brief v25: log2 of n, a power of 2 (the block size: the host checks). */
+static __device__ __forceinline__ int log2_of_power_of_2(int n) { return 31 - __clz(n); }
+
 /** @brief The block's epilogue of a split phase: slices added, bias, then the epilogue for each (output, row). */
 template <typename T, int ROWS>
 static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const LinearShare &p, const float *partial,
@@ -1151,7 +1154,7 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
             } else {
                 long long slot = in.slots[m], page, offset;
                 if (kv_shifts) /* v25: a shift and a mask, not a 64-bit division (a subroutine of ~70 instructions) */
-                    page = slot >> (31 - __clz(a.block_size)), offset = slot & (a.block_size - 1);
+                    page = slot >> log2_of_power_of_2(a.block_size), offset = slot & (a.block_size - 1);
                 else
                     page = slot / a.block_size, offset = slot % a.block_size;
                 store((T *)(part == 1 ? k_pool : v_pool), ((page * a.H + c / d) * a.block_size + offset) * d + c % d, s);
@@ -1307,8 +1310,7 @@ static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, 
  */
 static __device__ __forceinline__ long long kv_row_offset(const int *table, int t, int H, int h, int bs)
 {
-    const int log2_bs = 31 - __clz(bs);
-    return (((long long)table[t >> log2_bs] * H + h) * bs + (t & (bs - 1))) * DECODE_STEP_HEAD_DIM;
+    return (((long long)table[t >> log2_of_power_of_2(bs)] * H + h) * bs + (t & (bs - 1))) * DECODE_STEP_HEAD_DIM;
 }
 
 template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false, bool SHIFTS = false>
@@ -2721,29 +2723,28 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     using no = std::false_type;
     auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
                        auto split) -> R {
+        auto rows = [&](auto n) -> R { /* v23-v25's flags are off below 1 row's merged steps */
+            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no());
+        };
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
-        case 1: return f(t, ring, mma, head_ring, std::integral_constant<int, 1>(), evict, last_warp, shaped, split, no(),
-                          no(), no());
-        case 2: return f(t, ring, mma, head_ring, std::integral_constant<int, 2>(), evict, last_warp, shaped, split, no(),
-                          no(), no());
-        case 4: return f(t, ring, mma, head_ring, std::integral_constant<int, 4>(), evict, last_warp, shaped, split, no(),
-                          no(), no());
-        default: return f(t, ring, mma, head_ring, std::integral_constant<int, 8>(), evict, last_warp, shaped, split, no(),
-                          no(), no());
+        case 1: return rows(std::integral_constant<int, 1>());
+        case 2: return rows(std::integral_constant<int, 2>());
+        case 4: return rows(std::integral_constant<int, 4>());
+        default: return rows(std::integral_constant<int, 8>());
         }
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
-        if constexpr (std::is_same<decltype(t), __half>::value) /* v23, v24 (merge_proj is fp16 only), at 1 row */
-            if (a->proj_fixed_point && rows_for(a->M) == 1)
-            {
-                if (a->kv_shifts) /* v25 */
-                    return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes(),
-                             yes(), yes());
-                return a->ln_folded ? f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(),
-                                        yes(), yes(), yes(), no())
-                                    : f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(),
-                                        yes(), yes(), no(), no());
+        if constexpr (std::is_same<decltype(t), __half>::value) { /* v23-v25 (merge_proj is fp16 only), at 1 row */
+            auto merged = [&](auto folded, auto shifts) -> R {
+                return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes(),
+                         folded, shifts);
+            };
+            if (a->proj_fixed_point && rows_for(a->M) == 1) {
+                if (a->kv_shifts) return merged(yes(), yes());   /* v25 */
+                if (a->ln_folded) return merged(yes(), no());    /* v24 */
+                return merged(no(), no());                       /* v23 */
             }
+        }
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
         if (a->shaped_traffic) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), no());
         if (a->producer_last_warp) return at_rows(t, yes(), mma, yes(), yes(), yes(), no(), no());
