@@ -75,29 +75,6 @@ static const char *upload_folded(const float *w, const float *bias, const float 
 }
 
 /** Lay a decode step's inputs out from `base` (slots first: 8-byte aligned) into `v`; returns their bytes. */
-/**
- * v26: layer l's fc-proj weights by the blocks' columns. fcproj_wt is [C][4C]
- * (each output's 4C inputs); block b of the step computes fc's outputs
- * 4C·b/blocks … 4C·(b+1)/blocks − 1, and holds the same inputs of every
- * output, [C][W] (W = DECODE_FCPROJ_COLS_WIDTH, zeros past its own): one 2-D
- * copy a block, into [blocks][C][W].
- */
-static const char *upload_fcproj_cols(gpt2_engine *e, int l, wb_dtype dtype)
-{
-    const int C = e->cfg.C, blocks = e->mlp_blocks, W = DECODE_FCPROJ_COLS_WIDTH(C, blocks, wb_dtype_bytes(dtype));
-    const size_t es = wb_dtype_bytes(dtype), bytes = (size_t)blocks * C * W * es;
-    e->fcproj_cols[l] = wb_device_alloc(bytes, "fc proj weight by block's columns");
-    WB_CUDA_CHECK(cudaMemset(e->fcproj_cols[l], 0, bytes));
-    for (int b = 0; b < blocks; ++b) {
-        const int n0 = (int)((long long)4 * C * b / blocks), n1 = (int)((long long)4 * C * (b + 1) / blocks);
-        if (n1 - n0 > W) return "fc proj by the blocks' columns: a block's share is wider than its columns";
-        WB_CUDA_CHECK(cudaMemcpy2D((char *)e->fcproj_cols[l] + (size_t)b * C * W * es, (size_t)W * es,
-                                   (const char *)e->fcproj_wt[l] + (size_t)n0 * es, (size_t)4 * C * es,
-                                   (size_t)(n1 - n0) * es, (size_t)C, cudaMemcpyDeviceToDevice));
-    }
-    return NULL;
-}
-
 static size_t step_inputs_at(void *base, int max_seqs, int pages_per_seq, engine_step_inputs *v)
 {
     v->slots = (int64_t *)base;
@@ -116,8 +93,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->cfg = *c, e->dtype = dtype, e->max_seqs = max_seqs;
     e->max_tokens = max_tokens < max_seqs ? max_seqs : max_tokens;
     int C = c->C, V = c->vocab, L = c->n_layer, H = c->n_head, d = C / H;
-    int cc, sms;
-    wb_current_gpu(&cc, &sms);
+    int cc;
+    wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp16: v5, the Hopper GEMM, on a compute capability 9.0 GPU, else v4),
      * stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
     e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v5" : "v4") : "v3", dtype);
@@ -126,7 +103,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 16) return "decode_path must be 0..16 (see engine.h)";
+    if (decode_path < 0 || decode_path > 15) return "decode_path must be 0..15 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
@@ -150,9 +127,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->merge_one_pass = decode_path >= 12;     /* v22-v25 */
     e->proj_fixed_point = decode_path >= 13;   /* v23-v25 */
     e->ln_folded = decode_path >= 14;          /* v24, v25 */
-    e->kv_shifts = decode_path >= 15;          /* v25, v26 */
-    e->mlp_merged = decode_path >= 16;         /* v26 */
-    e->mlp_blocks = sms;                       /* v26: the persistent step's grid, one block an SM */
+    e->kv_shifts = decode_path == 15;          /* v25 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -170,7 +145,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     free(wt);
     void ***mats[] = {&e->qkv_w,      &e->proj_w,    &e->fc_w,       &e->fcproj_w,       &e->qkv_wt,
                       &e->proj_wt,    &e->fc_wt,     &e->fcproj_wt,  &e->proj_heads,     &e->qkv_wt_folded,
-                      &e->fc_wt_folded,  &e->fcproj_cols};
+                      &e->fc_wt_folded};
     float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b,  &e->fcproj_b,     &e->ln1_w,
                        &e->ln1_b, &e->ln2_w,  &e->ln2_b, &e->qkv_b_folded, &e->fc_b_folded};
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL without v3, by head
@@ -218,8 +193,6 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
             TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, dtype, &e->fc_wt_folded[l],
                                &e->fc_b_folded[l]));
         }
-        if (e->mlp_merged) /* v26: fc-proj's weights by the blocks' columns */
-            TRY(upload_fcproj_cols(e, l, dtype));
     }
     e->lnf_w = upload_f32(w->lnf_w, (size_t)C, "ln_f weight");
     e->lnf_b = upload_f32(w->lnf_b, (size_t)C, "ln_f bias");
@@ -247,7 +220,6 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
             for (int l = 0; l < L; ++l) {
                 t[l].qkv_wt = e->qkv_wt_folded[l], t[l].qkv_b = e->qkv_b_folded[l];
                 t[l].fc_wt = e->fc_wt_folded[l], t[l].fc_b = e->fc_b_folded[l];
-                t[l].fcproj_cols = e->fcproj_cols[l]; /* v26 (NULL before) */
             }
             e->d_layers_folded = wb_device_alloc((size_t)L * sizeof *t, "folded layer table");
             WB_CUDA_CHECK(cudaMemcpy(e->d_layers_folded, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
@@ -259,9 +231,6 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->d_proj_parts = wb_device_alloc((size_t)H * C * sizeof(float), "proj's parts by head");
     if (e->proj_fixed_point) /* v23: every layer's sums of proj's parts (the step zeroes them as it starts) */
         e->d_proj_acc = wb_device_alloc((size_t)L * DECODE_PROJ_ACC_ROW(C) * sizeof(long long), "proj's fixed-point sums");
-    if (e->mlp_merged) /* v26: every layer's sums of fc-proj's parts (the step zeroes them as it starts) */
-        e->d_mlp_acc = wb_device_alloc((size_t)L * DECODE_MLP_ACC_COPIES * DECODE_PROJ_ACC_ROW(C) * sizeof(long long),
-                                       "fc-proj's fixed-point sums");
     if (e->split_attention) { /* v18/v19; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
@@ -339,19 +308,18 @@ void engine_free(gpt2_engine *e)
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
                      e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL unless v3 */
                      e->proj_heads[l], /* NULL unless v21 */
-                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l], /* v24 */
-                     e->fcproj_cols[l]}; /* v26 */
+                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l]}; /* v24 */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc, e->d_layers_folded, e->d_mlp_acc};
+                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc, e->d_layers_folded};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
                  e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads, e->qkv_wt_folded,
-                 e->fc_wt_folded, e->qkv_b_folded, e->fc_b_folded, e->fcproj_cols};
+                 e->fc_wt_folded, e->qkv_b_folded, e->fc_b_folded};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
     if (e->step_h.slots) WB_CUDA_CHECK(cudaFreeHost(e->step_h.slots));
     if (e->queue_h[0][0].slots) WB_CUDA_CHECK(cudaFreeHost(e->queue_h[0][0].slots));
@@ -575,9 +543,7 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .paced_requests = e->paced_requests, .merge_proj = merge_proj,
                           .proj_parts = e->d_proj_parts,
                           .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc,
-                          .ln_folded = folded, .kv_shifts = folded && e->kv_shifts,
-                          .mlp_merged = folded && e->mlp_merged, .mlp_blocks = e->mlp_blocks, .mlp_acc = e->d_mlp_acc,
-                          .mlp_acc_copies = getenv("WB_MLP_COPIES") ? atoi(getenv("WB_MLP_COPIES")) : 1};
+                          .ln_folded = folded, .kv_shifts = folded && e->kv_shifts};
     return a;
 }
 

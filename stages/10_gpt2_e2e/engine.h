@@ -172,13 +172,8 @@ typedef struct {
                                    each output's folded weights */
     float **fc_b_folded;      /**< v24, per layer: [2][4C] the same for fc */
     void *d_layers_folded;    /**< v24: d_layers with those (decode_layer_weights[L]), for the merged steps */
-    int kv_shifts;            /**< v25, v26: and in those steps attention's K/V addresses with shifts
+    int kv_shifts;            /**< v25: and in those steps attention's K/V addresses with shifts
                                    (decode_step_args.kv_shifts; ENGINE_BLOCK_SIZE is a power of 2) */
-    int mlp_merged;           /**< v26: and in those steps fc and fc-proj one phase (decode_step_args.mlp_merged) */
-    void **fcproj_cols;       /**< v26, per layer: fcproj_wt by the blocks' columns, [blocks][C][W]
-                                   (decode_layer_weights.fcproj_cols) */
-    int mlp_blocks;           /**< v26: the blocks (SMs) fcproj_cols is laid out for */
-    long long *d_mlp_acc;     /**< v26: fc-proj's fixed-point sums (decode_step_args.mlp_acc) */
     void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
     float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */

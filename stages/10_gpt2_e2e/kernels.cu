@@ -1583,11 +1583,8 @@ static_assert(sizeof(decode_layer_weights) % 16 == 0, "the rows after the layer 
  *        end is never below j + 1, so linear j is always asked for before
  *        the block waits for it (ring.wait(j)).
  */
-static __device__ __forceinline__ int paced_request_end(int j, int kind, bool mlp_merged = false)
+static __device__ __forceinline__ int paced_request_end(int j, int kind)
 {
-    if (mlp_merged && kind == PHASE_FC) /* v26: fc's rows are a layer's last request point; they ask for the next
-                                         * layer's four linears (after the last fc, the LM head's first pieces) */
-        return j + 2 + PACED_AHEAD_LINEARS;
     return kind == PHASE_PROJ ? j + 1 : j + PACED_AHEAD_LINEARS;
 }
 
@@ -2339,156 +2336,10 @@ static __device__ void stage_proj_sum_rows(const decode_step_args &a, const floa
     __syncthreads();
 }
 
-/** @brief v26: the most blocks whose parts of fc-proj one fixed-point sum holds: 256 parts of at most 2^22 · 2^32
- *         stay under 2^63. */
-#define DECODE_MLP_MAX_BLOCKS 256
-
 /** @brief v23: layer `layer`'s row of proj_acc (its C sums, then the flag). */
 static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args &a, int layer)
 {
     return a.proj_acc + (long long)layer * DECODE_PROJ_ACC_ROW(a.C);
-}
-
-/* ------------------------------------------------------------------------ */
-/* v26: fc and fc-proj in one phase, at 1 row                                */
-/* ------------------------------------------------------------------------ */
-/*
- * fc-proj is linear in fc's outputs, as proj is in attention's (v21):
- * fcproj(g) = Σ_j W[:, j]·g_j. Block b computes fc's outputs J_b (23 or 24 of
- * 3072 on the H100) and holds the same columns of fc-proj's weights, laid out
- * once as [blocks][C][W] (DECODE_FCPROJ_COLS_WIDTH: 36 KB a block, one bulk
- * copy, as many bytes as its rows of fc-proj were). So it adds its part
- * W[:, J_b]·g_{J_b} to all C outputs at once, without waiting for the other
- * blocks: no fc-proj phase, no barrier, no rows of 4C, no epilogue. The parts
- * go into one row a layer with atomics, in v23's fixed point, so that the
- * sum is the same bit for bit whatever order they land in; the next phase's
- * rows add x + proj (as fc's rows left it), fc-proj's bias and the sum.
- */
-
-/** @brief v26: layer `layer`'s row of mlp_acc, copy `copy` (its C sums, then the flag). */
-static __device__ __forceinline__ long long *mlp_acc_row(const decode_step_args &a, int layer, int copy)
-{
-    return a.mlp_acc + ((long long)layer * DECODE_MLP_ACC_COPIES + copy) * DECODE_PROJ_ACC_ROW(a.C);
-}
-
-/** @brief v26: the block's columns of fc-proj's weights as a linear share: C outputs of W / VEC chunks each, the
- *         block's run of fcproj_cols ([blocks][C][W]). */
-template <typename T>
-static __device__ LinearShare fcproj_cols_share(const decode_step_args &a, const void *fcproj_cols)
-{
-    LinearShare p;
-    p.chunks = DECODE_FCPROJ_COLS_WIDTH(a.C, (int)gridDim.x, sizeof(T)) * (int)sizeof(T) / 16;
-    p.n0 = 0, p.outs = a.C, p.S = 1, p.log2S = 0, p.units = a.C;
-    p.w = reinterpret_cast<const uint4 *>(fcproj_cols) + (long long)blockIdx.x * a.C * p.chunks;
-    return p;
-}
-
-/**
- * @brief v26: fc's epilogue into shared memory instead of `hidden`: g[o] =
- *        GELU(rstd·(dot − mean·Σw') + bias'), v24's folded LayerNorm, for
- *        the share's outputs, rounded to T as v25's hidden holds it, and
- *        zeros up to W (the zero columns past the share: 0 × 0, never 0 × a
- *        stale NaN).
- */
-template <typename T>
-static __device__ void finish_fc_to_shared(const LinearShare &p, const float *partial, const Prefetched &pre,
-                                           const float *bias, int N, const float2 *ln_stats, T *g, int W)
-{
-    __syncthreads(); /* every warp's partial sums are in (1 row: partial[unit]) */
-    for (int o = threadIdx.x; o < W; o += STEP_THREADS) {
-        float v = 0.0f;
-        if (o < p.outs) {
-            const int n = p.n0 + o;
-            const bool mine = o == (int)threadIdx.x; /* the first pass: what issue_phase prefetched */
-            float s = 0.0f;
-            for (int sl = 0; sl < p.S; ++sl) s += partial[o * p.S + sl];
-            s = fmaf(ln_stats[0].y, s - ln_stats[0].x * (mine ? pre.colsum : __ldg(bias + N + n)),
-                     mine ? pre.bias : __ldg(bias + n));
-            v = gelu_tanh(s);
-        }
-        store(g, o, v);
-    }
-    __syncthreads();
-}
-
-/**
- * @brief v26: the block's part of fc-proj's C outputs, its W values of g
- *        times its columns of the weights (from the ring, [C][W]), added
- *        into `acc` (its copy of the layer's row of mlp_acc) as fixed point.
- *        Thread t takes outputs t, t + 256, …: a warp's atomics cover 32
- *        adjacent sums, and its 16-byte ring loads, W·2 bytes apart, fall on
- *        distinct banks. A part out of range (or NaN) sets the row's flag
- *        instead of wrapping round silently.
- */
-template <typename T>
-static __device__ void fcproj_cols_dots(const LinearShare &p, const WeightRing &ring, int j, const T *g,
-                                        long long *acc, int C)
-{
-    constexpr int VEC = Vec16<T>::N;
-    const unsigned from = ring.start[j % RING_LINEARS];
-    bool out_of_range = false;
-    for (int n = threadIdx.x; n < C; n += STEP_THREADS) {
-        float sum = 0.0f;
-        for (int q = 0; q < p.chunks; ++q) {
-            float w[VEC], x[VEC];
-            unpack16(ring.at(from, n * p.chunks + q), w, T());
-            unpack16(reinterpret_cast<const uint4 *>(g)[q], x, T());
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) sum = fmaf(w[e], x[e], sum);
-        }
-        out_of_range |= !(fabsf(sum) < DECODE_PROJ_PART_MOST);
-        const long long fixed = __float2ll_rn(sum * DECODE_PROJ_FIXED_ONE); /* exact: a power of 2 */
-        atomicAdd(reinterpret_cast<unsigned long long *>(acc + n), (unsigned long long)fixed); /* two's complement */
-    }
-    if (out_of_range) atomicOr(reinterpret_cast<unsigned long long *>(acc + C), 1ull);
-}
-
-/**
- * @brief v26: the residual stream after fc-proj, as the next phase's row:
- *        att (x + proj, as fc's rows left it) plus fc-proj's bias plus the
- *        blocks' summed parts, rounded to T as v25's fc-proj epilogue rounds
- *        it, into rows[0 … C). Thread c takes 16-byte chunk c, its loads
- *        issued together (one trip to L2); block b writes the chunks c ≡ b
- *        (mod blocks) to x, for fc's rows. A flagged row (a part out of
- *        range) is NaN, never a wrapped-round sum.
- */
-template <typename T>
-static __device__ void stage_mlp_sum_rows(const decode_step_args &a, const float *fcproj_b, int layer, T *rows)
-{
-    constexpr int VEC = Vec16<T>::N;
-    const int copies = a.mlp_acc_copies;
-    for (int c = threadIdx.x; c < a.C / VEC; c += STEP_THREADS) {
-        float v[VEC], b[VEC];
-        long long s[VEC];
-        bool flagged = false;
-        unpack16(load_fresh(reinterpret_cast<const T *>(a.att) + c * VEC), v, T());
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) s[e] = 0;
-#pragma unroll
-        for (int r = 0; r < DECODE_MLP_ACC_COPIES; ++r) {
-            if (r < copies) {
-                const long long *acc = mlp_acc_row(a, layer, r);
-#pragma unroll
-                for (int e = 0; e < VEC; e += 2) {
-                    const longlong2 t = __ldcg(reinterpret_cast<const longlong2 *>(acc + c * VEC + e));
-                    s[e] += t.x, s[e + 1] += t.y;
-                }
-                flagged |= __ldcg(acc + a.C) != 0;
-            }
-        }
-#pragma unroll
-        for (int e = 0; e < VEC; e += 4) {
-            const float4 t = __ldg(reinterpret_cast<const float4 *>(fcproj_b + c * VEC + e));
-            b[e] = t.x, b[e + 1] = t.y, b[e + 2] = t.z, b[e + 3] = t.w;
-        }
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-            v[e] = flagged ? __int_as_float(0x7fffffff) : v[e] + (b[e] + (float)s[e] / DECODE_PROJ_FIXED_ONE);
-        const uint4 sum = pack16(v, T());
-        reinterpret_cast<uint4 *>(rows)[c] = sum;
-        if (c % (int)gridDim.x == (int)blockIdx.x) reinterpret_cast<uint4 *>(a.x)[c] = sum;
-    }
-    __syncthreads();
 }
 
 /**
@@ -2550,12 +2401,11 @@ static __device__ void stage_mlp_sum_rows(const decode_step_args &a, const float
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
-          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false, bool MLP_MERGED = false>
+          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     static_assert(!LN_FOLDED || (PROJ_FIXED_POINT && ROWS == 1), "v24 is v23's kernel with the LayerNorms folded");
     static_assert(!KV_SHIFTS || LN_FOLDED, "v25 is v24's kernel with attention's addresses in shifts");
-    static_assert(!MLP_MERGED || KV_SHIFTS, "v26 is v25's kernel with fc and fc-proj one phase");
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -2596,7 +2446,6 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
     const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
     const int att_splits = merged ? 1 : attention_splits<T, ROWS, SPLIT_ATTENTION>(a, in); /* v18-v20; 1 before */
-    const bool merged_mlp = MLP_MERGED && merged; /* v26: and fc and fc-proj one phase */
     /* v23: attention's instance of its own (its shared arrays laid out apart from v16-v22's kernels'); at 1 row
      * KEEP_FIRST_KV changes nothing, it acts from 5 rows */
     constexpr bool KEEP_FIRST_KV = SHAPED_TRAFFIC && !PROJ_FIXED_POINT;
@@ -2605,19 +2454,12 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * DECODE_PROJ_ACC_ROW(C);
              k += (long long)gridDim.x * STEP_THREADS)
             a.proj_acc[k] = 0;
-    if constexpr (MLP_MERGED) /* v26: fc-proj's sums too (the barriers before the first fc order these stores) */
-        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x;
-             k < (long long)L * DECODE_MLP_ACC_COPIES * DECODE_PROJ_ACC_ROW(C); k += (long long)gridDim.x * STEP_THREADS)
-            a.mlp_acc[k] = 0;
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
             LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
             int head;
-            LinearShare share = merged && j % 4 == 1       ? proj_head_share<T>(a, layers[j / 4].proj_heads, &head)
-                                : merged_mlp && j % 4 == 3 ? fcproj_cols_share<T>(a, layers[j / 4].fcproj_cols)
-                                                           : share_of<T>(d.w, d.N, d.K, true); /* v21: proj by head;
-                                                                                                 * v26: fc-proj by
-                                                                                                 * column */
+            LinearShare share = merged && j % 4 == 1 ? proj_head_share<T>(a, layers[j / 4].proj_heads, &head)
+                                                     : share_of<T>(d.w, d.N, d.K, true); /* v21: proj by head */
             plan[j] = {share.w, (unsigned)(share.outs * share.chunks)};
         }
         if (HEAD_RING) { /* v10: then the pieces of the block's share of the LM head */
@@ -2640,8 +2482,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     }
 
     for (int i = 0; i < P; ++i) {
-        if (i < 5 * L && ((merged && i % 5 == PHASE_PROJ) || (merged_mlp && i % 5 == PHASE_FCPROJ))) {
-            ++barrier.phase; /* v21: proj done in the attention phase, v26: fc-proj in fc's; no barrier */
+        if (merged && i < 5 * L && i % 5 == PHASE_PROJ) { /* v21: done in the attention phase; no barrier */
+            ++barrier.phase;
             continue;
         }
         const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
@@ -2697,10 +2539,6 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                                                          PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
                                                          fcproj.n0, fcproj.n0 + fcproj.outs);
                 if (!folded) stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
-            } else if (merged_mlp && i % 5 == PHASE_QKV && i > 0) { /* v26: after the block before's fc phase (and
-                                                                      * the LM head's, i = 5L, after the last) */
-                stage_mlp_sum_rows<T>(a, layers[i / 5 - 1].fcproj_b, i / 5 - 1, rows);
-                if (one_pass) stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a); /* the LM head's ln_f */
             } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
@@ -2725,7 +2563,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             if (from_ring) {
                 if (ring.is_producer()) /* see RING_PRODUCER: when to request; v20 paces them */
-                    ring.request(a.paced_requests ? paced_request_end(d.linear, i % 5, merged_mlp) : RING_ALL_LINEARS);
+                    ring.request(a.paced_requests ? paced_request_end(d.linear, i % 5) : RING_ALL_LINEARS);
                 if (folded && threadIdx.x / 32 == STATS_WARP) row_statistics<T>(rows, d.K, ln_stats); /* v24 */
                 ring.wait(d.linear);
                 if constexpr (MMA)
@@ -2744,23 +2582,14 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
             }
             barrier.mark(3);
-            if (merged_mlp && i % 5 == PHASE_FC) { /* v26: GELU into shared memory, times fc-proj's columns */
-                T *g = rows + C; /* past the row fc multiplied */
-                finish_fc_to_shared<T>(share, partial, pre, d.bias, d.N, ln_stats, g,
-                                       DECODE_FCPROJ_COLS_WIDTH(C, (int)gridDim.x, sizeof(T)));
-                ring.wait(d.linear + 1); /* asked for with fc (paced_request_end) */
-                fcproj_cols_dots<T>(fcproj_cols_share<T>(a, layers[i / 5].fcproj_cols), ring, d.linear + 1, g,
-                                    mlp_acc_row(a, i / 5, (int)blockIdx.x % a.mlp_acc_copies), C);
-            } else if (!head) {
+            if (!head)
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool,
                                       folded ? ln_stats : NULL, KV_SHIFTS);
-            }
         }
         if (i + 1 < P) barrier.arrive();
-        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads, or
-                                                 * the arrival's): its bytes go back */
+        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
+                                                 * its bytes go back */
             ring.give_back();
-            if (merged_mlp && i % 5 == PHASE_FC) ring.give_back(); /* v26: and fc-proj's columns */
         }
     }
     /* the LM head's argmax: the block's best per row (lane m holds row m's; with tensor cores, lanes 4m … 4m + 3),
@@ -2789,7 +2618,7 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS, bool MLP_MERGED>
+          bool LN_FOLDED, bool KV_SHIFTS>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
@@ -2797,8 +2626,7 @@ static size_t ring_static_smem()
         cudaFuncAttributes attr;
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
                                                                           SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
-                                                                          PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS,
-                                                                          MLP_MERGED>));
+                                                                          PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2819,7 +2647,7 @@ template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS, bool MLP_MERGED>
+          bool LN_FOLDED, bool KV_SHIFTS>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
@@ -2827,7 +2655,7 @@ static size_t ring_step_smem(const decode_step_args *a, int blocks)
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
            ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED,
-                            KV_SHIFTS, MLP_MERGED>();
+                            KV_SHIFTS>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2868,10 +2696,6 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->kv_shifts && (!a->ln_folded || a->block_size < 1 || (a->block_size & (a->block_size - 1))))
         return "persistent decode step with attention's addresses in shifts (v25): needs the LayerNorms folded (v24) "
                "and a block size that is a power of 2";
-    if (a->mlp_merged && (!a->kv_shifts || !a->mlp_acc || a->mlp_acc_copies < 1 ||
-                          a->mlp_acc_copies > DECODE_MLP_ACC_COPIES))
-        return "persistent decode step with fc and fc-proj in one phase (v26): needs attention's addresses in shifts "
-               "(v25) and mlp_acc";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2900,7 +2724,7 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
                        auto split) -> R {
         auto rows = [&](auto n) -> R { /* v23-v25's flags are off below 1 row's merged steps */
-            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no(), no());
+            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no());
         };
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
         case 1: return rows(std::integral_constant<int, 1>());
@@ -2911,15 +2735,14 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
         if constexpr (std::is_same<decltype(t), __half>::value) { /* v23-v25 (merge_proj is fp16 only), at 1 row */
-            auto merged = [&](auto folded, auto shifts, auto mlp) -> R {
+            auto merged = [&](auto folded, auto shifts) -> R {
                 return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes(),
-                         folded, shifts, mlp);
+                         folded, shifts);
             };
             if (a->proj_fixed_point && rows_for(a->M) == 1) {
-                if (a->mlp_merged) return merged(yes(), yes(), yes()); /* v26 */
-                if (a->kv_shifts) return merged(yes(), yes(), no());   /* v25 */
-                if (a->ln_folded) return merged(yes(), no(), no());    /* v24 */
-                return merged(no(), no(), no());                       /* v23 */
+                if (a->kv_shifts) return merged(yes(), yes());   /* v25 */
+                if (a->ln_folded) return merged(yes(), no());    /* v24 */
+                return merged(no(), no());                       /* v23 */
             }
         }
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
@@ -2951,10 +2774,10 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     return with_step_kernel<size_t>(
         dtype, a,
         [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed,
-            auto folded, auto shifts, auto mlp) {
+            auto folded, auto shifts) {
             return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value,
                                   decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                  decltype(folded)::value, decltype(shifts)::value, decltype(mlp)::value>(a, sms);
+                                  decltype(folded)::value, decltype(shifts)::value>(a, sms);
         });
 }
 
@@ -2964,13 +2787,12 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        takes all the shared memory that the rest of the block leaves.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
-          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED, bool KV_SHIFTS,
-          bool MLP_MERGED>
+          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED, bool KV_SHIFTS>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
-                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, MLP_MERGED>;
+                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2979,15 +2801,10 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
                used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT,
-                                                LN_FOLDED, KV_SHIFTS, MLP_MERGED>();
+                                                LN_FOLDED, KV_SHIFTS>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
-        const unsigned vec = 16 / sizeof(T), fc_share = (unsigned)((4 * a->C + blocks - 1) / blocks) * (a->C / vec),
-                       cols_share = (unsigned)(a->C * DECODE_FCPROJ_COLS_WIDTH(a->C, blocks, sizeof(T))) / vec;
-        if (MLP_MERGED && args.ring_chunks < fc_share + cols_share) /* v26: both in the ring during fc's phase */
-            return "persistent decode step with fc and fc-proj in one phase (v26): fc's share and fc-proj's columns "
-                   "do not fit in the ring together";
         if (args.ring_chunks < ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING))
             return HEAD_RING ? "persistent decode step with the LM head in the ring: a round of its pieces does not "
                                "fit in the shared memory the rows leave (fewer sequences, or v9, do)"
@@ -3034,16 +2851,13 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (a->merge_proj && sms < a->H)
         return "persistent decode step with attention and proj in one phase (v21): needs at least one block (SM) a head";
-    if (a->mlp_merged && (a->mlp_blocks != sms || sms > DECODE_MLP_MAX_BLOCKS))
-        return "persistent decode step with fc and fc-proj in one phase (v26): fc-proj's columns must be laid out for "
-               "this GPU's blocks (one an SM, at most 256: the parts its fixed-point sums hold)";
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split, auto fixed,
-                                                        auto folded, auto shifts, auto mlp) {
+                                                        auto folded, auto shifts) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
                                 decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                decltype(folded)::value, decltype(shifts)::value, decltype(mlp)::value>(a, smem, sms);
+                                decltype(folded)::value, decltype(shifts)::value>(a, smem, sms);
     });
 }

@@ -151,16 +151,9 @@ typedef struct {
     void *v_pool;          /**< the same for V */
     const void *proj_heads; /**< v21: proj_wt laid out by head, [H][C][64] (head h's 64 inputs of every output
                                  contiguous), or NULL */
-    const void *fcproj_cols; /**< v26: fcproj_wt by the blocks' columns, [blocks][C][W] (block b's W =
-                                  DECODE_FCPROJ_COLS_WIDTH columns: fc's outputs it computes, then zeros), or NULL.
-                                  Also keeps the table a multiple of 16 bytes in shared memory, where the rows after
-                                  it are read 16 bytes at a time */
+    const void *padding;    /**< unused: the table stays a multiple of 16 bytes in shared memory, where the rows
+                                 after it are read 16 bytes at a time */
 } decode_layer_weights;
-
-/** @brief v26: the columns of fc-proj's weights a block holds (fc's outputs it computes, 4C·b/blocks …
- *         4C·(b+1)/blocks − 1, then zeros): the most any block has, rounded up to 16 bytes of `elem`-byte values. */
-#define DECODE_FCPROJ_COLS_WIDTH(C, blocks, elem) \
-    ((((4 * (C) + (blocks) - 1) / (blocks)) + (int)(16 / (elem)) - 1) / (int)(16 / (elem)) * (int)(16 / (elem)))
 
 /**
  * @brief Everything one decode step reads and writes: v5's single kernel runs
@@ -239,19 +232,7 @@ typedef struct {
                                     applied in the epilogue (kernels.cu: finish_phase) */
     int kv_shifts;             /**< v25 (with ln_folded, block_size a power of 2): attention's K/V addresses with
                                     shifts, not divisions, and no branch a token (kernels.cu: kv_row_offset) */
-    int mlp_merged;            /**< v26 (with kv_shifts): fc and fc-proj one phase. Each block multiplies its share
-                                    of fc's outputs by the same columns of fc-proj's weights
-                                    (decode_layer_weights.fcproj_cols, laid out for mlp_blocks blocks) and adds its
-                                    part of every output into mlp_acc in fixed point, as v23 adds proj's; the next
-                                    phase's rows add x + proj, fc-proj's bias and the sums (kernels.cu:
-                                    stage_mlp_sum_rows) */
-    int mlp_blocks;            /**< v26: the blocks fcproj_cols was laid out for: the launch must have as many */
-    long long *mlp_acc;        /**< v26: [L][DECODE_MLP_ACC_COPIES][DECODE_PROJ_ACC_ROW(C)] the sums */
-    int mlp_acc_copies;        /**< EXPERIMENT */
 } decode_step_args;
-
-/** @brief v26: most copies of a layer's row of mlp_acc (EXPERIMENT). */
-#define DECODE_MLP_ACC_COPIES 4
 
 /** @brief v23: 1.0 in proj_acc's fixed point (2^32). */
 #define DECODE_PROJ_FIXED_ONE 4294967296.0f

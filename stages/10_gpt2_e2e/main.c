@@ -45,7 +45,7 @@
  *  division, and no branch a token. */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
                                           "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
-                                          "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", NULL};
+                                          "v19", "v20", "v21", "v22", "v23", "v24", "v25", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -70,9 +70,8 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v21 merged only where one pass covers the context (sm_90)",
                                            "v22 + proj's parts summed as stored, in fixed point (sm_90)",
                                            "v23 + LayerNorms folded into the weights (sm_90)",
-                                           "v24 + attention's K/V addresses in shifts (sm_90)",
-                                           "v25 + fc and fc-proj one phase, parts summed in fixed point (sm_90)"};
-enum { N_VARIANTS = 26 };
+                                           "v24 + attention's K/V addresses in shifts (sm_90)"};
+enum { N_VARIANTS = 25 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
  *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
@@ -91,7 +90,7 @@ static const struct {
                                {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}, {WB_F16, 6},
                                {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}, {WB_F16, 9},
                                {WB_F32, 9}, {WB_F16, 10}, {WB_F16, 11}, {WB_F16, 12}, {WB_F16, 13},
-                               {WB_F16, 14}, {WB_F16, 15}, {WB_F16, 16}};
+                               {WB_F16, 14}, {WB_F16, 15}};
 /** @brief Storage of variant v (0-based). */
 static wb_dtype variant_dtype(int v)
 {
@@ -597,7 +596,7 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     printf("    %-30s %7s %7s %7s %8s %8s %8s\n", "phase", "time", "rows", "dots", "epilogue", "slowest", "barrier");
     for (int k = 0; k < 6; ++k)
         if (!count[k])
-            printf("    %-30s (none: %s)\n", kinds[k], k == 2 ? "with attention, v21" : "with fc, v26");
+            printf("    %-30s (none: with attention, v21)\n", kinds[k]);
         else
             printf("    %-30s %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f\n", kinds[k], wall[k] / count[k] * 1e-3,
                rows[k] / count[k] * 1e-3, dots[k] / count[k] * 1e-3, epi[k] / count[k] * 1e-3,
