@@ -103,16 +103,16 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 15) return "decode_path must be 0..15 (see engine.h)";
+    if (decode_path < 0 || decode_path > 16) return "decode_path must be 0..16 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v25) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v26) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
-    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v25) takes fp16";
+    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v26) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
@@ -122,12 +122,13 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->producer_last_warp = decode_path >= 7;  /* v14-v20 */
     e->shaped_traffic = decode_path >= 8;      /* v16-v20 */
     e->split_attention = decode_path >= 9;     /* v18-v23 */
-    e->paced_requests = decode_path >= 10;     /* v20-v25 */
-    e->merge_proj = decode_path >= 11;         /* v21-v25 */
-    e->merge_one_pass = decode_path >= 12;     /* v22-v25 */
-    e->proj_fixed_point = decode_path >= 13;   /* v23-v25 */
-    e->ln_folded = decode_path >= 14;          /* v24, v25 */
-    e->kv_shifts = decode_path == 15;          /* v25 */
+    e->paced_requests = decode_path >= 10;     /* v20-v26 */
+    e->merge_proj = decode_path >= 11;         /* v21-v26 */
+    e->merge_one_pass = decode_path >= 12;     /* v22-v26 */
+    e->proj_fixed_point = decode_path >= 13;   /* v23-v26 */
+    e->ln_folded = decode_path >= 14;          /* v24-v26 */
+    e->kv_shifts = decode_path >= 15;          /* v25, v26 */
+    e->loads_first = decode_path == 16;        /* v26 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -543,7 +544,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .paced_requests = e->paced_requests, .merge_proj = merge_proj,
                           .proj_parts = e->d_proj_parts,
                           .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc,
-                          .ln_folded = folded, .kv_shifts = folded && e->kv_shifts};
+                          .ln_folded = folded, .kv_shifts = folded && e->kv_shifts,
+                          .loads_first = folded && e->loads_first};
     return a;
 }
 

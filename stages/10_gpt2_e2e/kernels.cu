@@ -903,6 +903,14 @@ static __device__ __forceinline__ RowSums warp_row_sums(const T *row, int K)
     return {x0, s1, s2};
 }
 
+/** @brief v24: (mean, 1/σ) of a row from its shifted sums (warp_row_sums), into stats[0] by lane 0. */
+static __device__ __forceinline__ void store_row_statistics(const RowSums &r, int K, float2 *stats)
+{
+    const float mean_d = r.s1 / K;
+    if (threadIdx.x % 32 == 0)
+        stats[0] = make_float2(r.x0 + mean_d, rsqrtf(fmaxf(r.s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS));
+}
+
 /**
  * @brief v24: the statistics of a staged row (x as it is, the LayerNorm
  *        folded into the linear after it), by one warp, into stats[0] =
@@ -929,10 +937,7 @@ static __device__ __forceinline__ RowSums warp_row_sums(const T *row, int K)
 template <typename T>
 static __device__ __forceinline__ void row_statistics(const T *row, int K, float2 *stats)
 {
-    const RowSums r = warp_row_sums(row, K);
-    const float mean_d = r.s1 / K;
-    if (threadIdx.x % 32 == 0)
-        stats[0] = make_float2(r.x0 + mean_d, rsqrtf(fmaxf(r.s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS));
+    store_row_statistics(warp_row_sums(row, K), K, stats);
 }
 
 /**
@@ -1661,7 +1666,7 @@ struct WeightRing {
     }
 #endif
     /** @brief Every thread: wait until linear j's bytes have landed. */
-    __device__ __forceinline__ void wait(int j)
+    __device__ __forceinline__ void wait(int j) const
     {
 #if __CUDA_ARCH__ >= 900
         mbar_wait(bars + j % RING_LINEARS, (j / RING_LINEARS) & 1);
@@ -1700,6 +1705,69 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
             multiply_chunk<T, ROWS>(ring.at(from, first + c), rows, K, c, acc);
         const float mine = reduce_rows_to_lanes<ROWS>(acc);
         if (lane < ROWS) partial[u * ROWS + lane] = mine;
+    }
+}
+
+/** @brief v26: a lane's 16-byte chunks of one output at K = 768 in fp16 (96 chunks over 32 lanes). */
+#define LOADS_FIRST_LANE_CHUNKS 3
+
+/**
+ * @brief v26: run_phase_ring at 1 row for the phases whose outputs each take
+ *        LOADS_FIRST_LANE_CHUNKS chunks a lane (QKV's and fc's, K = 768),
+ *        with two changes. run_phase_ring's loop over a unit's chunks has a
+ *        run-time trip count, so the compiler keeps each round apart: it
+ *        loads a chunk of weights and a chunk of the row, waits for both,
+ *        converts 16 halves and multiplies, then goes round again; and it
+ *        converts the row's chunks again for every unit, though they are the
+ *        same for all of them. Here the lane's row chunks are converted once,
+ *        before the warp's first unit, into 24 floats that stay in
+ *        registers; and a unit's three weight chunks are loaded before any
+ *        of them is used (a loop the compiler unrolls, its count known), so
+ *        their shared-memory latencies overlap. Alone, from shared memory,
+ *        warp 0's three units of QKV took 1 305 cycles against 2 198 (the
+ *        H100; the page has the micro-benchmark). The conversion, and the
+ *        statistics' warp's sums (v24: from the same registers, without
+ *        reading the row again), come before the wait for the weights.
+ */
+template <typename T>
+static __device__ __forceinline__ void run_phase_ring_loads_first(const LinearShare &p, const WeightRing &ring, int j,
+                                                                  const T *rows, float *partial, float2 *ln_stats)
+{
+    constexpr int VEC = Vec16<T>::N, LC = LOADS_FIRST_LANE_CHUNKS;
+    const int lane = threadIdx.x % 32;
+    float x[LC][VEC]; /* the lane's chunks c = lane + 32·i of the row, converted once */
+#pragma unroll
+    for (int i = 0; i < LC; ++i) unpack16(reinterpret_cast<const uint4 *>(rows)[lane + 32 * i], x[i], T());
+    if (ln_stats && threadIdx.x / 32 == STATS_WARP) { /* v24's statistics from the same registers: warp_row_sums's
+                                                      * sums in its order, without reading the row again */
+        RowSums r = {__shfl_sync(0xffffffffu, x[0][0], 0), 0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < LC; ++i)
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+                const float d = x[i][v] - r.x0;
+                r.s1 += d, r.s2 = fmaf(d, d, r.s2);
+            }
+        r.s1 = warp_allreduce<SumOp>(r.s1), r.s2 = warp_allreduce<SumOp>(r.s2);
+        store_row_statistics(r, 32 * LC * VEC, ln_stats);
+    }
+    ring.wait(j); /* the row's conversion and the statistics above ran while the weights were landing */
+    const unsigned from = ring.start[j % RING_LINEARS]; /* set by the producer's request: read after the wait */
+    for (int u = threadIdx.x / 32; u < p.units; u += STEP_WARPS) {
+        const unsigned first = (unsigned)(u * p.chunks) + lane;
+        uint4 w16[LC]; /* every load of the unit issued before the first multiply */
+#pragma unroll
+        for (int i = 0; i < LC; ++i) w16[i] = ring.at(from, first + 32 * i);
+        float acc = 0.0f;
+#pragma unroll
+        for (int i = 0; i < LC; ++i) {
+            float w[VEC];
+            unpack16(w16[i], w, T());
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) acc = fmaf(w[v], x[i][v], acc);
+        }
+        acc = warp_allreduce<SumOp>(acc);
+        if (lane == 0) partial[u] = acc;
     }
 }
 
@@ -2398,14 +2466,19 @@ static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args
  *        v25 (KV_SHIFTS; v24's steps): v24's kernel with attention's K/V
  *        addresses worked out with shifts, not divisions, and no branch a
  *        token (kv_row_offset).
+ *        v26 (LOADS_FIRST; v25's steps): v25's kernel with QKV's and fc's
+ *        dot products loading a unit's weights before the first multiply and
+ *        the row converted once for all of a warp's units
+ *        (run_phase_ring_loads_first).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
-          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false>
+          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false, bool LOADS_FIRST = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     static_assert(!LN_FOLDED || (PROJ_FIXED_POINT && ROWS == 1), "v24 is v23's kernel with the LayerNorms folded");
     static_assert(!KV_SHIFTS || LN_FOLDED, "v25 is v24's kernel with attention's addresses in shifts");
+    static_assert(!LOADS_FIRST || (KV_SHIFTS && !MMA), "v26 is v25's kernel with the dot products' loads first");
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -2564,12 +2637,17 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (from_ring) {
                 if (ring.is_producer()) /* see RING_PRODUCER: when to request; v20 paces them */
                     ring.request(a.paced_requests ? paced_request_end(d.linear, i % 5) : RING_ALL_LINEARS);
-                if (folded && threadIdx.x / 32 == STATS_WARP) row_statistics<T>(rows, d.K, ln_stats); /* v24 */
-                ring.wait(d.linear);
-                if constexpr (MMA)
-                    run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
-                else
-                    run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+                /* v26: QKV's and fc's (K = 768), their statistics included, wait for their weights themselves */
+                if (LOADS_FIRST && share.S == 1 && share.chunks == 32 * LOADS_FIRST_LANE_CHUNKS) {
+                    run_phase_ring_loads_first<T>(share, ring, d.linear, rows, partial, folded ? ln_stats : NULL);
+                } else {
+                    if (folded && threadIdx.x / 32 == STATS_WARP) row_statistics<T>(rows, d.K, ln_stats); /* v24 */
+                    ring.wait(d.linear);
+                    if constexpr (MMA)
+                        run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
+                    else
+                        run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+                }
             } else if constexpr (HEAD_RING) { /* the LM head (the only linear not from_ring) */
                 if (ring.is_producer()) ring.request();
                 if constexpr (SHAPED_TRAFFIC)
@@ -2618,7 +2696,7 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS>
+          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
@@ -2626,7 +2704,8 @@ static size_t ring_static_smem()
         cudaFuncAttributes attr;
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
                                                                           SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
-                                                                          PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS>));
+                                                                          PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS,
+                                                                          LOADS_FIRST>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2647,7 +2726,7 @@ template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS>
+          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
@@ -2655,7 +2734,7 @@ static size_t ring_step_smem(const decode_step_args *a, int blocks)
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
            ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED,
-                            KV_SHIFTS>();
+                            KV_SHIFTS, LOADS_FIRST>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2696,6 +2775,9 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->kv_shifts && (!a->ln_folded || a->block_size < 1 || (a->block_size & (a->block_size - 1))))
         return "persistent decode step with attention's addresses in shifts (v25): needs the LayerNorms folded (v24) "
                "and a block size that is a power of 2";
+    if (a->loads_first && !a->kv_shifts)
+        return "persistent decode step with the dot products' loads first (v26): needs attention's addresses in shifts "
+               "(v25)";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2703,7 +2785,8 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS) with the storage
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST) with the
+ *        storage
  *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
@@ -2714,7 +2797,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
  *        shaped; v18/v19 v16/v17 with attention split over the idle blocks;
  *        v23 at 1 row with merge_proj, v21's with proj's parts in fixed point;
  *        v24 v23's with the LayerNorms folded; v25 v24's with attention's
- *        addresses in shifts.
+ *        addresses in shifts; v26 v25's with the dot products' loads first.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
@@ -2723,8 +2806,8 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     using no = std::false_type;
     auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
                        auto split) -> R {
-        auto rows = [&](auto n) -> R { /* v23-v25's flags are off below 1 row's merged steps */
-            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no());
+        auto rows = [&](auto n) -> R { /* v23-v26's flags are off below 1 row's merged steps */
+            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no(), no());
         };
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
         case 1: return rows(std::integral_constant<int, 1>());
@@ -2734,15 +2817,16 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
         }
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
-        if constexpr (std::is_same<decltype(t), __half>::value) { /* v23-v25 (merge_proj is fp16 only), at 1 row */
-            auto merged = [&](auto folded, auto shifts) -> R {
+        if constexpr (std::is_same<decltype(t), __half>::value) { /* v23-v26 (merge_proj is fp16 only), at 1 row */
+            auto merged = [&](auto folded, auto shifts, auto loads_first) -> R {
                 return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes(),
-                         folded, shifts);
+                         folded, shifts, loads_first);
             };
             if (a->proj_fixed_point && rows_for(a->M) == 1) {
-                if (a->kv_shifts) return merged(yes(), yes());   /* v25 */
-                if (a->ln_folded) return merged(yes(), no());    /* v24 */
-                return merged(no(), no());                       /* v23 */
+                if (a->loads_first) return merged(yes(), yes(), yes()); /* v26 */
+                if (a->kv_shifts) return merged(yes(), yes(), no());      /* v25 */
+                if (a->ln_folded) return merged(yes(), no(), no());       /* v24 */
+                return merged(no(), no(), no());                          /* v23 */
             }
         }
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
@@ -2774,10 +2858,11 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     return with_step_kernel<size_t>(
         dtype, a,
         [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed,
-            auto folded, auto shifts) {
+            auto folded, auto shifts, auto loads_first) {
             return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value,
                                   decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                  decltype(folded)::value, decltype(shifts)::value>(a, sms);
+                                  decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value>(a,
+                                                                                                               sms);
         });
 }
 
@@ -2787,12 +2872,13 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  *        takes all the shared memory that the rest of the block leaves.
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
-          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED, bool KV_SHIFTS>
+          bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED, bool KV_SHIFTS,
+          bool LOADS_FIRST>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
-                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS>;
+                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2801,7 +2887,7 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
                used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT,
-                                                LN_FOLDED, KV_SHIFTS>();
+                                                LN_FOLDED, KV_SHIFTS, LOADS_FIRST>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -2854,10 +2940,11 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split, auto fixed,
-                                                        auto folded, auto shifts) {
+                                                        auto folded, auto shifts, auto loads_first) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
                                 decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                decltype(folded)::value, decltype(shifts)::value>(a, smem, sms);
+                                decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value>(a, smem,
+                                                                                                             sms);
     });
 }

@@ -232,6 +232,9 @@ typedef struct {
                                     applied in the epilogue (kernels.cu: finish_phase) */
     int kv_shifts;             /**< v25 (with ln_folded, block_size a power of 2): attention's K/V addresses with
                                     shifts, not divisions, and no branch a token (kernels.cu: kv_row_offset) */
+    int loads_first;           /**< v26 (with kv_shifts): QKV's and fc's dot products with a unit's weight loads
+                                    issued before the first multiply and the row converted once (kernels.cu:
+                                    run_phase_ring_loads_first) */
 } decode_step_args;
 
 /** @brief v23: 1.0 in proj_acc's fixed point (2^32). */
