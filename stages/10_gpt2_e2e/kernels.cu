@@ -870,45 +870,48 @@ static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
     __syncthreads();
 }
 
-/** @brief A LayerNorm's two sums over a row, of d = x − x₀ (x₀ the row's first value). */
+/**
+ * @brief A LayerNorm's two sums over a row, of d = x − x₀ (x₀ the row's first
+ *        value). Shifted by x₀ so that var = E[d²] − E[d]² is never a
+ *        difference of two large numbers when the mean is far from zero.
+ */
 struct RowSums {
     float x0; /**< the row's first value */
     float s1; /**< Σ d */
     float s2; /**< Σ d² */
+    /** @brief Add N of the row's values (this lane's). */
+    template <int N>
+    __device__ __forceinline__ void add(const float (&v)[N])
+    {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            const float d = v[i] - x0;
+            s1 += d, s2 = fmaf(d, d, s2);
+        }
+    }
+    /** @brief The warp's lanes' sums, in every lane. */
+    __device__ __forceinline__ void warp_reduce() { s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2); }
+    /** @brief (mean, 1/σ) of the row of K values. */
+    __device__ __forceinline__ float2 mean_rstd(int K) const
+    {
+        const float mean_d = s1 / K;
+        return make_float2(x0 + mean_d, rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS));
+    }
 };
 
-/**
- * @brief One warp's LayerNorm sums over a staged row (shared memory, K a
- *        multiple of 16 bytes), in every lane. Shifted by x₀ so that var =
- *        E[d²] − E[d]² is never a difference of two large numbers when the
- *        mean is far from zero.
- */
+/** @brief One warp's LayerNorm sums over a staged row (shared memory, K a multiple of 16 bytes), in every lane. */
 template <typename T>
 static __device__ __forceinline__ RowSums warp_row_sums(const T *row, int K)
 {
     constexpr int VEC = Vec16<T>::N;
-    const int lane = threadIdx.x % 32;
-    const float x0 = load(row, 0);
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int c = lane; c < K / VEC; c += 32) {
+    RowSums r = {load(row, 0), 0.0f, 0.0f};
+    for (int c = threadIdx.x % 32; c < K / VEC; c += 32) {
         float v[VEC];
         unpack16(*reinterpret_cast<const uint4 *>(row + c * VEC), v, T());
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            float d = v[i] - x0;
-            s1 += d, s2 = fmaf(d, d, s2);
-        }
+        r.add(v);
     }
-    s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
-    return {x0, s1, s2};
-}
-
-/** @brief v24: (mean, 1/σ) of a row from its shifted sums (warp_row_sums), into stats[0] by lane 0. */
-static __device__ __forceinline__ void store_row_statistics(const RowSums &r, int K, float2 *stats)
-{
-    const float mean_d = r.s1 / K;
-    if (threadIdx.x % 32 == 0)
-        stats[0] = make_float2(r.x0 + mean_d, rsqrtf(fmaxf(r.s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS));
+    r.warp_reduce();
+    return r;
 }
 
 /**
@@ -937,7 +940,8 @@ static __device__ __forceinline__ void store_row_statistics(const RowSums &r, in
 template <typename T>
 static __device__ __forceinline__ void row_statistics(const T *row, int K, float2 *stats)
 {
-    store_row_statistics(warp_row_sums(row, K), K, stats);
+    const RowSums r = warp_row_sums(row, K);
+    if (threadIdx.x % 32 == 0) stats[0] = r.mean_rstd(K);
 }
 
 /**
@@ -972,9 +976,8 @@ static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetch
         for (int m = warp; m < ROWS; m += STEP_WARPS) { /* rows past M are zero: harmless statistics, never used */
             const RowSums r = warp_row_sums(rows + (long long)m * K, K);
             if (lane == 0) {
-                float mean_d = r.s1 / K;
-                mean[m] = r.x0 + mean_d;
-                rstd[m] = rsqrtf(fmaxf(r.s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+                const float2 st = r.mean_rstd(K);
+                mean[m] = st.x, rstd[m] = st.y;
             }
         }
     } else {
@@ -1742,14 +1745,9 @@ static __device__ __forceinline__ void run_phase_ring_loads_first(const LinearSh
                                                       * sums in its order, without reading the row again */
         RowSums r = {__shfl_sync(0xffffffffu, x[0][0], 0), 0.0f, 0.0f};
 #pragma unroll
-        for (int i = 0; i < LC; ++i)
-#pragma unroll
-            for (int v = 0; v < VEC; ++v) {
-                const float d = x[i][v] - r.x0;
-                r.s1 += d, r.s2 = fmaf(d, d, r.s2);
-            }
-        r.s1 = warp_allreduce<SumOp>(r.s1), r.s2 = warp_allreduce<SumOp>(r.s2);
-        store_row_statistics(r, 32 * LC * VEC, ln_stats);
+        for (int i = 0; i < LC; ++i) r.add(x[i]);
+        r.warp_reduce();
+        if (lane == 0) ln_stats[0] = r.mean_rstd(32 * LC * VEC);
     }
     ring.wait(j); /* the row's conversion and the statistics above ran while the weights were landing */
     const unsigned from = ring.start[j % RING_LINEARS]; /* set by the producer's request: read after the wait */
