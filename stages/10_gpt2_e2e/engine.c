@@ -103,16 +103,16 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 16) return "decode_path must be 0..16 (see engine.h)";
+    if (decode_path < 0 || decode_path > 17) return "decode_path must be 0..17 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v26) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v27) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
-    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v26) takes fp16";
+    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v27) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
@@ -122,13 +122,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->producer_last_warp = decode_path >= 7;  /* v14-v20 */
     e->shaped_traffic = decode_path >= 8;      /* v16-v20 */
     e->split_attention = decode_path >= 9;     /* v18-v23 */
-    e->paced_requests = decode_path >= 10;     /* v20-v26 */
-    e->merge_proj = decode_path >= 11;         /* v21-v26 */
-    e->merge_one_pass = decode_path >= 12;     /* v22-v26 */
-    e->proj_fixed_point = decode_path >= 13;   /* v23-v26 */
-    e->ln_folded = decode_path >= 14;          /* v24-v26 */
-    e->kv_shifts = decode_path >= 15;          /* v25, v26 */
-    e->loads_first = decode_path == 16;        /* v26 */
+    e->paced_requests = decode_path >= 10;     /* v20-v27 */
+    e->merge_proj = decode_path >= 11;         /* v21-v27 */
+    e->merge_one_pass = decode_path >= 12;     /* v22-v27 */
+    e->proj_fixed_point = decode_path >= 13;   /* v23-v27 */
+    e->ln_folded = decode_path >= 14;          /* v24-v27 */
+    e->kv_shifts = decode_path >= 15;          /* v25-v27 */
+    e->loads_first = decode_path >= 16;        /* v26, v27 */
+    e->tagged_rows = decode_path == 17;        /* v27 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -232,6 +233,15 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->d_proj_parts = wb_device_alloc((size_t)H * C * sizeof(float), "proj's parts by head");
     if (e->proj_fixed_point) /* v23: every layer's sums of proj's parts (the step zeroes them as it starts) */
         e->d_proj_acc = wb_device_alloc((size_t)L * DECODE_PROJ_ACC_ROW(C) * sizeof(long long), "proj's fixed-point sums");
+    if (e->tagged_rows) { /* v27: zeroed once: tag 0 is no step's, and the first step's sums start at zero */
+        size_t words = (size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), acc = (size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long);
+        e->d_tagged = wb_device_alloc(words, "tagged rows");
+        e->d_tagged_acc = wb_device_alloc(acc, "proj's counted sums");
+        e->d_epoch = wb_device_alloc(sizeof(unsigned), "steps' counter");
+        WB_CUDA_CHECK(cudaMemset(e->d_tagged, 0, words));
+        WB_CUDA_CHECK(cudaMemset(e->d_tagged_acc, 0, acc));
+        WB_CUDA_CHECK(cudaMemset(e->d_epoch, 0, sizeof(unsigned)));
+    }
     if (e->split_attention) { /* v18/v19; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
@@ -316,7 +326,8 @@ void engine_free(gpt2_engine *e)
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc, e->d_layers_folded};
+                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc, e->d_layers_folded, e->d_tagged, e->d_tagged_acc,
+                 e->d_epoch};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
                  e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads, e->qkv_wt_folded,
@@ -545,7 +556,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .proj_parts = e->d_proj_parts,
                           .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc,
                           .ln_folded = folded, .kv_shifts = folded && e->kv_shifts,
-                          .loads_first = folded && e->loads_first};
+                          .loads_first = folded && e->loads_first, .tagged_rows = folded && e->tagged_rows,
+                          .tagged = e->d_tagged, .tagged_acc = e->d_tagged_acc, .epoch = e->d_epoch};
     return a;
 }
 

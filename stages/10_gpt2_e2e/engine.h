@@ -174,8 +174,13 @@ typedef struct {
     void *d_layers_folded;    /**< v24: d_layers with those (decode_layer_weights[L]), for the merged steps */
     int kv_shifts;            /**< v25, v26: and in those steps attention's K/V addresses with shifts
                                    (decode_step_args.kv_shifts; ENGINE_BLOCK_SIZE is a power of 2) */
-    int loads_first;        /**< v26: and in those steps the dot products' loads first
+    int loads_first;          /**< v26, v27: and in those steps the dot products' loads first
                                    (decode_step_args.loads_first) */
+    int tagged_rows;          /**< v27: and in those steps no grid barriers, the rows tagged with the step
+                                   (decode_step_args.tagged_rows) */
+    unsigned *d_tagged;       /**< v27: the tagged rows (decode_step_args.tagged) */
+    long long *d_tagged_acc;  /**< v27: proj's sums with their counts (decode_step_args.tagged_acc) */
+    unsigned *d_epoch;        /**< v27: the steps' counter (decode_step_args.epoch) */
     void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
     float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
@@ -214,7 +219,8 @@ typedef struct {
  *        64-bit fixed point (fp16); 14: v24's, v23's with QKV's and fc's
  *        LayerNorm folded into their weights in the merged steps (fp16);
  *        15: v25's, v24's with attention's K/V addresses in shifts (fp16);
- *        16: v26's, v25's with QKV's and fc's dot products loading their weights first (fp16)
+ *        16: v26's, v25's with QKV's and fc's dot products loading their weights first (fp16);
+ *        17: v27's, v26's with no grid barriers, each phase polling the rows it reads, tagged with the step (fp16)
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

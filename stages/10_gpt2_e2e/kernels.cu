@@ -706,7 +706,95 @@ struct GridBarrier {
         ++phase;
         mark(0);
     }
+    /** @brief v27: end the phase without arriving (the next phase's rows wait for their own words). */
+    __device__ __forceinline__ void leave()
+    {
+        __syncthreads(); /* the block's shared memory is free for the next phase */
+        mark(1);
+    }
+    /** @brief v27: start the next phase at once. */
+    __device__ __forceinline__ void enter()
+    {
+        ++phase;
+        mark(0);
+    }
 };
+
+/**
+ * @brief v27: rows that carry the step they belong to. A grid barrier costs
+ *        each phase about 1 µs (0.99 µs alone on the H100, the fastest of the
+ *        eight designs measured under v26), and only then do the blocks
+ *        fetch the rows the phase before wrote: a trip to L2 more. But a phase
+ *        waits for the phase before only because it reads its outputs. So
+ *        v27 stores each output as one 32-bit word, its fp16 bits in the low
+ *        half and the step's tag in the high half (NCCL's "LL" protocol, in
+ *        halves of 32 bits), and the reader polls the words it needs until
+ *        every one carries this step's tag: the data is its own flag. A
+ *        32-bit store is single-copy atomic, so a word is never half new;
+ *        no fence orders it, since no other write has to be seen with it.
+ *
+ *        Each buffer is written once a step (x before each layer, each
+ *        layer's q/k/v and hidden layer: DECODE_TAGGED_WORDS), so a word
+ *        never changes between two reads of one step; the next step writes
+ *        it again with the next tag, a kernel later. Tags run 1 … 65 535 and
+ *        the buffers start at zero, so a word no step wrote never passes.
+ */
+static __device__ __forceinline__ unsigned step_tag(unsigned epoch) { return epoch % 65535u + 1u; }
+
+/** @brief v27: output value v, rounded to fp16, with the step's tag, in one relaxed (gpu-scope) 32-bit store. */
+static __device__ __forceinline__ void store_tagged(unsigned *p, float v, unsigned tag)
+{
+    const unsigned word = (unsigned)__half_as_ushort(__float2half_rn(v)) | tag << 16;
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(word) : "memory");
+}
+
+/** @brief v27: 4 words from L2 (a relaxed gpu-scope load: never a stale L1 line, and never hoisted out of a poll). */
+static __device__ __forceinline__ uint4 load_relaxed4(const unsigned *p)
+{
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+
+/** @brief v27: whether all 4 words carry `tag`. */
+static __device__ __forceinline__ bool all_tagged(uint4 v, unsigned tag)
+{
+    return (v.x >> 16 == tag) & (v.y >> 16 == tag) & (v.z >> 16 == tag) & (v.w >> 16 == tag);
+}
+
+/** @brief v27: 8 tagged words at p, polled until they all carry `tag`, as 16 bytes of fp16. */
+static __device__ __forceinline__ uint4 poll_tagged8(const unsigned *p, unsigned tag)
+{
+    uint4 lo, hi;
+    do {
+        lo = load_relaxed4(p), hi = load_relaxed4(p + 4);
+    } while (!(all_tagged(lo, tag) && all_tagged(hi, tag)));
+    return make_uint4((lo.x & 0xffffu) | lo.y << 16, (lo.z & 0xffffu) | lo.w << 16, (hi.x & 0xffffu) | hi.y << 16,
+                      (hi.z & 0xffffu) | hi.w << 16);
+}
+
+/** @brief v27: a phase's input row of K fp16 values (K a multiple of 8), polled from its tagged words into shared
+ *         memory; then __syncthreads. Where stage_step_rows waits at the barrier, then loads. */
+static __device__ void stage_tagged_rows(const unsigned *src, void *rows, int K, unsigned tag)
+{
+    for (int c = threadIdx.x; c < K / 8; c += STEP_THREADS) reinterpret_cast<uint4 *>(rows)[c] = poll_tagged8(src + 8 * c, tag);
+    __syncthreads();
+}
+
+/** @brief v27: the tagged buffers of layer l (decode_step_args.tagged): x before it (l = L: the LM head's), its q/k/v,
+ *         its hidden layer. */
+static __device__ __forceinline__ unsigned *tagged_x(const decode_step_args &a, int l) { return a.tagged + (long long)l * a.C; }
+static __device__ __forceinline__ unsigned *tagged_qkv(const decode_step_args &a, int l)
+{
+    return a.tagged + (long long)(a.L + 1) * a.C + (long long)l * 3 * a.C;
+}
+static __device__ __forceinline__ unsigned *tagged_hidden(const decode_step_args &a, int l)
+{
+    return a.tagged + (long long)(a.L + 1) * a.C + (long long)a.L * 3 * a.C + (long long)l * 4 * a.C;
+}
 
 /**
  * @brief A block's share of one linear layer: outputs n0 … n0 + outs − 1 of W
@@ -1137,7 +1225,8 @@ template <typename T, int ROWS>
 static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const LinearShare &p, const float *partial,
                                                     const Prefetched &pre, const float *bias, T *y, int N,
                                                     const decode_step_args &a, const StepInputs &in, void *k_pool,
-                                                    void *v_pool, const float2 *ln_stats = NULL, bool kv_shifts = false)
+                                                    void *v_pool, const float2 *ln_stats = NULL, bool kv_shifts = false,
+                                                    unsigned *tagged_y = NULL, unsigned tag = 0)
 {
     __syncthreads(); /* every warp's partial sums are in */
     for (int i = threadIdx.x; i < p.outs * ROWS; i += STEP_THREADS) {
@@ -1151,15 +1240,18 @@ static __device__ __forceinline__ void finish_phase(decode_epilogue epi, const L
                      mine ? pre.bias : __ldg(bias + n));
         else
             s += mine ? pre.bias : bias ? __ldg(bias + n) : 0.0f;
-        if (epi == DECODE_GELU) {
+        if (tagged_y && epi != DECODE_QKV_APPEND) { /* v27: y's words, tagged (at 1 row; resid: fc's rows left it) */
+            store_tagged(tagged_y + n, epi == DECODE_GELU ? gelu_tanh(s) : pre.resid + s, tag);
+        } else if (epi == DECODE_GELU) {
             store(y, (long long)m * N + n, gelu_tanh(s));
         } else if (epi == DECODE_RESIDUAL) {
             store(y, (long long)m * N + n, (mine ? pre.resid : load_cg(y + (long long)m * N + n)) + s);
         } else { /* DECODE_QKV_APPEND: q to its rows, k and v to their slots in the page pools */
             int C = a.C, part = n / C, c = n - part * C, d = DECODE_STEP_HEAD_DIM;
+            if (tagged_y) store_tagged(tagged_y + n, s, tag); /* v27: q, k and v for this step's attention */
             if (part == 0) {
-                store((T *)a.q, (long long)m * C + c, s);
-            } else {
+                if (!tagged_y) store((T *)a.q, (long long)m * C + c, s);
+            } else { /* k and v also to the pools, for the steps after */
                 long long slot = in.slots[m], page, offset;
                 if (kv_shifts) /* v25: a shift and a mask, not a 64-bit division (a subroutine of ~70 instructions) */
                     page = slot >> log2_of_power_of_2(a.block_size), offset = slot & (a.block_size - 1);
@@ -1321,10 +1413,12 @@ static __device__ __forceinline__ long long kv_row_offset(const int *table, int 
     return (((long long)table[t >> log2_of_power_of_2(bs)] * H + h) * bs + (t & (bs - 1))) * DECODE_STEP_HEAD_DIM;
 }
 
-template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false, bool SHIFTS = false>
+template <typename T, int ROWS, bool KEEP_FIRST_KV, bool SPLIT = false, bool SHIFTS = false, bool TAGGED = false>
 static __device__ void attention_phase(const decode_step_args &a, const StepInputs &in, const T *k_pool, const T *v_pool,
-                                       int layer, int splits = 1, int only_pair = -1, T *to_shared = nullptr)
+                                       int layer, int splits = 1, int only_pair = -1, T *to_shared = nullptr,
+                                       unsigned tag = 0)
 {
+    static_assert(!TAGGED || SHIFTS, "v27's attention is v25's");
     const bool kv_evict_first = KEEP_FIRST_KV && ROWS > 4 && layer >= KV_KEPT_LAYERS; /* v16/v17, 5-8 rows */
 #if __CUDA_ARCH__ >= 800
     const uint64_t kv_policy = kv_evict_first ? l2_policy_evict_first() : 0;
@@ -1347,7 +1441,15 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
         if (SPLIT && S > 1) first = (int)((long long)split * len / S), len = (int)((long long)(split + 1) * len / S);
         const int *table = in.tables + m * a.max_pages;
         float qv[EP], acc[EP], mx = -INFINITY, l = 0.0f;
-        unpack16(load_fresh((const T *)a.q + (long long)m * C + h * D + c * EP), qv, T());
+        uint4 k_new, v_new; /* v27: the new token's K and V, from QKV's tagged words (the pools' may not be there yet) */
+        if constexpr (TAGGED) {
+            const unsigned *qkv = tagged_qkv(a, layer) + h * D + c * EP; /* at 1 row */
+            const uint4 q16 = poll_tagged8(qkv, tag);
+            k_new = poll_tagged8(qkv + C, tag), v_new = poll_tagged8(qkv + 2 * C, tag);
+            unpack16(q16, qv, T());
+        } else {
+            unpack16(load_fresh((const T *)a.q + (long long)m * C + h * D + c * EP), qv, T());
+        }
 #pragma unroll
         for (int k = 0; k < EP; ++k) qv[k] *= scale_log2, acc[k] = 0.0f;
         for (int t0 = first + warp * TILE; t0 < len; t0 += STEP_WARPS * TILE) {
@@ -1358,6 +1460,7 @@ static __device__ void attention_phase(const decode_step_args &a, const StepInpu
                 if constexpr (SHIFTS) { /* v25: see kv_row_offset */
                     const long long off = kv_row_offset(table, min(t, len - 1), H, h, bs) + c * EP;
                     kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
+                    if (TAGGED && t >= len - 1) kr[p] = k_new, vr[p] = v_new; /* v27: the new token's (past it: −∞) */
                 } else {
                     kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
                     if (t < len) {
@@ -2309,8 +2412,17 @@ static __device__ LinearShare proj_head_share(const decode_step_args &a, const v
  *        2^22 or more, or NaN, would not fit: it sets the row's flag,
  *        acc[C], and fc's rows make the row NaN rather than add a sum that
  *        wrapped round.
+ *
+ *        v27 (COUNTED, with FIXED_POINT): the row has no barrier after it, so
+ *        each sum counts its parts: a part is added as part·2^32·2^8 + 1,
+ *        and fc's rows wait until the low 4 bits say H. Integer addition
+ *        still makes the order of no account, and the sum shifted right by 8
+ *        is v23's, bit for bit. A part out of range adds 1 + 16 instead, no
+ *        value: bits 4-7 flag the row (at most 12 flags, 192, stay under the
+ *        value's bits). The range is 2^18 (DECODE_PROJ_TAGGED_PART_MOST), so
+ *        that H parts stay under 2^62.
  */
-template <typename T, bool FIXED_POINT = false>
+template <typename T, bool FIXED_POINT = false, bool COUNTED = false>
 static __device__ void proj_head_dots(const decode_step_args &a, const LinearShare &p, const WeightRing &ring, int j,
                                       const T *att, int head, long long *acc)
 {
@@ -2328,7 +2440,11 @@ static __device__ void proj_head_dots(const decode_step_args &a, const LinearSha
 #pragma unroll
         for (int off = 1; off < LANES; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
         if (c == 0 && o < p.outs) {
-            if constexpr (FIXED_POINT) {
+            if constexpr (COUNTED) {
+                const bool in_range = fabsf(sum) < DECODE_PROJ_TAGGED_PART_MOST; /* false for NaN too */
+                const unsigned long long fixed = (unsigned long long)(in_range ? __float2ll_rn(sum * DECODE_PROJ_FIXED_ONE) : 0);
+                atomicAdd(reinterpret_cast<unsigned long long *>(acc + p.n0 + o), (fixed << 8) + (in_range ? 1 : 17));
+            } else if constexpr (FIXED_POINT) {
                 if (!(fabsf(sum) < DECODE_PROJ_PART_MOST)) atomicOr(reinterpret_cast<unsigned long long *>(acc + a.C), 1ull);
                 const long long fixed = __float2ll_rn(sum * DECODE_PROJ_FIXED_ONE); /* exact: a power of 2 */
                 atomicAdd(reinterpret_cast<unsigned long long *>(acc + p.n0 + o), (unsigned long long)fixed);
@@ -2402,6 +2518,52 @@ static __device__ void stage_proj_sum_rows(const decode_step_args &a, const floa
     __syncthreads();
 }
 
+/** @brief v27: 2 of proj's counted sums (tagged_acc), a relaxed gpu-scope load. */
+static __device__ __forceinline__ longlong2 load_relaxed2(const long long *p)
+{
+    longlong2 v;
+    asm volatile("ld.relaxed.gpu.global.v2.s64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+    return v;
+}
+
+/**
+ * @brief v27: stage_proj_sum_rows with no barrier before it (at 1 row, fp16):
+ *        a thread's 4 columns of x (layer l's tagged words) and of proj's
+ *        sums (`acc`, counted: proj_head_dots), loads issued together and
+ *        polled until x carries the step's tag and every sum has its H
+ *        parts. Then v23's arithmetic: x + bias + sum·2^-32, the row NaN if
+ *        a part was out of range.
+ */
+static __device__ void stage_proj_sum_rows_tagged(const decode_step_args &a, const float *proj_b, const long long *acc,
+                                                  const unsigned *x, unsigned tag, __half *rows, int n0, int n1)
+{
+    const int C = a.C;
+    const long long H = a.H;
+    for (int c = threadIdx.x * 4; c < C; c += STEP_THREADS * 4) {
+        longlong2 s01, s23;
+        uint4 xw;
+        do {
+            s01 = load_relaxed2(acc + c), s23 = load_relaxed2(acc + c + 2), xw = load_relaxed4(x + c);
+        } while (!(all_tagged(xw, tag) && (s01.x & 15) == H && (s01.y & 15) == H && (s23.x & 15) == H &&
+                   (s23.y & 15) == H));
+        const long long sum[4] = {s01.x, s01.y, s23.x, s23.y};
+        const unsigned xs[4] = {xw.x, xw.y, xw.z, xw.w};
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(proj_b + c));
+        const float bias[4] = {b.x, b.y, b.z, b.w};
+        bool flagged = false;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) flagged |= (sum[k] >> 4 & 15) != 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float s = bias[k] + (float)(sum[k] >> 8) / DECODE_PROJ_FIXED_ONE; /* arithmetic shift: v23's sum */
+            const float v = flagged ? __int_as_float(0x7fffffff) : __half2float(__ushort_as_half((unsigned short)xs[k])) + s;
+            store(rows, c + k, v);
+            if (c + k >= n0 && c + k < n1) store((__half *)a.att, c + k, v);
+        }
+    }
+    __syncthreads();
+}
+
 /** @brief v23: layer `layer`'s row of proj_acc (its C sums, then the flag). */
 static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args &a, int layer)
 {
@@ -2468,15 +2630,20 @@ static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args
  *        dot products loading a unit's weights before the first multiply and
  *        the row converted once for all of a warp's units
  *        (run_phase_ring_loads_first).
+ *        v27 (TAGGED_ROWS; v26's steps): v26's kernel with no grid barriers:
+ *        every phase's outputs are tagged with the step, and the next phase
+ *        polls the words it reads (store_tagged, stage_tagged_rows).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
-          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false, bool LOADS_FIRST = false>
+          bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false, bool LOADS_FIRST = false,
+          bool TAGGED_ROWS = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     static_assert(!LN_FOLDED || (PROJ_FIXED_POINT && ROWS == 1), "v24 is v23's kernel with the LayerNorms folded");
     static_assert(!KV_SHIFTS || LN_FOLDED, "v25 is v24's kernel with attention's addresses in shifts");
     static_assert(!LOADS_FIRST || (KV_SHIFTS && !MMA), "v26 is v25's kernel with the dot products' loads first");
+    static_assert(!TAGGED_ROWS || (LOADS_FIRST && std::is_same<T, __half>::value), "v27 is v26's kernel, tagged");
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -2512,7 +2679,13 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     if (blockIdx.x == 0 && threadIdx.x < M) {
         a.best[threadIdx.x] = 0; /* read only by the LM head, many barriers on */
         if (a.fed_tokens) a.fed_tokens[threadIdx.x] = step_token(a, threadIdx.x);
+        if (TAGGED_ROWS) __threadfence(); /* v27: no barrier orders the zero before the LM head's atomics: this fence,
+                                           * before block 0 writes anything the others wait for */
     }
+    /* v27: the step's tag, and which half of tagged_acc its proj sums use (read before this block writes anything;
+     * block 0 adds 1 as the step ends, after every block's outputs have reached it) */
+    const unsigned epoch = TAGGED_ROWS ? __ldcg(a.epoch) : 0u, tag = step_tag(epoch);
+    long long *const counted_acc = TAGGED_ROWS ? a.tagged_acc + (long long)(epoch & 1) * L * C : nullptr;
     __syncthreads();
     /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
     const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
@@ -2520,11 +2693,18 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     /* v23: attention's instance of its own (its shared arrays laid out apart from v16-v22's kernels'); at 1 row
      * KEEP_FIRST_KV changes nothing, it acts from 5 rows */
     constexpr bool KEEP_FIRST_KV = SHAPED_TRAFFIC && !PROJ_FIXED_POINT;
-    if constexpr (PROJ_FIXED_POINT) /* v23: the sums start at zero (the step before has read them, a kernel before); the
-                           * barrier before the first attention orders these stores before its atomics */
+    if constexpr (TAGGED_ROWS) { /* v27: the other half of the sums, for the next step (the step before used it) */
+        long long *next = a.tagged_acc + (long long)((epoch + 1) & 1) * L * C;
+        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * C;
+             k += (long long)gridDim.x * STEP_THREADS)
+            next[k] = 0;
+    } else if constexpr (PROJ_FIXED_POINT) { /* v23: the sums start at zero (the step before has read them, a kernel
+                                              * before); the barrier before the first attention orders these stores
+                                              * before its atomics */
         for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * DECODE_PROJ_ACC_ROW(C);
              k += (long long)gridDim.x * STEP_THREADS)
             a.proj_acc[k] = 0;
+    }
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {
             LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
@@ -2577,7 +2757,12 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (head_mma) head_mma_fetch(share, slot, head_ahead);
             if (one_pass) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
         }
-        if (i > 0) barrier.wait();
+        if (i > 0) {
+            if constexpr (TAGGED_ROWS)
+                barrier.enter(); /* v27: the rows wait for their own words */
+            else
+                barrier.wait();
+        }
         if (attention) {
             const decode_layer_weights &W = layers[i / 5];
             if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a, M * a.H * att_splits) &&
@@ -2588,32 +2773,45 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 int proj_head; /* -1: a block past G·H, with no head */
                 const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
                 if (proj_head >= 0)
-                    attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS>(
-                        a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head, rows); /* 1 split */
+                    attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS,
+                                    TAGGED_ROWS>(a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head,
+                                                 rows, tag); /* 1 split */
                 __syncthreads(); /* the head's outputs are in rows */
                 if constexpr (LN_FOLDED) barrier.mark(2); /* v24 traces the merged phase: attention done */
                 ring.wait(j);
                 if (proj_head >= 0)
-                    proj_head_dots<T, PROJ_FIXED_POINT>(a, proj, ring, j, rows, proj_head,
-                                                        PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr);
+                    proj_head_dots<T, PROJ_FIXED_POINT, TAGGED_ROWS>(
+                        a, proj, ring, j, rows, proj_head,
+                        TAGGED_ROWS        ? counted_acc + (long long)(i / 5) * C /* v27 */
+                        : PROJ_FIXED_POINT ? proj_acc_row(a, i / 5)
+                                           : nullptr);
                 if constexpr (LN_FOLDED) barrier.mark(3); /* and proj's part */
                 __syncthreads(); /* every read of proj's weights is done: they go back */
                 if (ring.is_producer()) ring.give_back();
-            } else {
-                attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS>(
-                    a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
+            } else { /* (v27's steps are all merged: its instance here only keeps one copy of attention's shared arrays) */
+                attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS, TAGGED_ROWS>(
+                    a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits, -1, nullptr, tag);
             }
         } else {
             if (merged && i % 5 == PHASE_FC) { /* v21: x + proj's bias + the heads' parts, then LayerNorm */
                 const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
-                stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, /* v23: one sum a column */
-                                                         PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
-                                                         fcproj.n0, fcproj.n0 + fcproj.outs);
+                if constexpr (TAGGED_ROWS)
+                    stage_proj_sum_rows_tagged(a, layers[i / 5].proj_b, counted_acc + (long long)(i / 5) * C,
+                                               tagged_x(a, i / 5), tag, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
+                else
+                    stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, /* v23: one sum a column */
+                                                             PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
+                                                             fcproj.n0, fcproj.n0 + fcproj.outs);
                 if (!folded) stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
+            } else if (TAGGED_ROWS && one_pass) { /* v27: the LM head's row, then its LayerNorm in place */
+                stage_tagged_rows(tagged_x(a, L), rows, d.K, tag);
+                stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
             } else if (one_pass) {
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
                 stage_attention_rows<T, ROWS>(a, rows, att_splits); /* v18/v19: the parts merged */
+            } else if (TAGGED_ROWS && d.src) { /* v27: QKV's x, fc-proj's hidden layer */
+                stage_tagged_rows(i % 5 == PHASE_QKV ? tagged_x(a, i / 5) : tagged_hidden(a, i / 5), rows, d.K, tag);
             } else if (d.src) {
                 stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
             } else { /* the first QKV's rows: the embedding (block 0 also writes it to x, the residual stream) */
@@ -2624,7 +2822,12 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                         v = load((const T *)a.wte, (long long)step_token(a, m) * C + k) +
                             load((const T *)a.wpe, (long long)__ldg(a.positions + m) * C + k);
                     store(rows, e, v);
-                    if (blockIdx.x == 0 && m < M) store((T *)a.x, e, v);
+                    if (blockIdx.x == 0 && m < M) {
+                        if constexpr (TAGGED_ROWS)
+                            store_tagged(tagged_x(a, 0) + e, v, tag); /* v27: fc's rows read it */
+                        else
+                            store((T *)a.x, e, v);
+                    }
                 }
                 __syncthreads();
             }
@@ -2660,9 +2863,19 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             barrier.mark(3);
             if (!head)
                 finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool,
-                                      folded ? ln_stats : NULL, KV_SHIFTS);
+                                      folded ? ln_stats : NULL, KV_SHIFTS,
+                                      !TAGGED_ROWS               ? NULL /* v27: the phase's tagged outputs */
+                                      : i % 5 == PHASE_QKV ? tagged_qkv(a, i / 5)
+                                      : i % 5 == PHASE_FC  ? tagged_hidden(a, i / 5)
+                                                           : tagged_x(a, i / 5 + 1),
+                                      tag);
         }
-        if (i + 1 < P) barrier.arrive();
+        if (i + 1 < P) {
+            if constexpr (TAGGED_ROWS)
+                barrier.leave();
+            else
+                barrier.arrive();
+        }
         if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
                                                  * its bytes go back */
             ring.give_back();
@@ -2674,6 +2887,9 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     if (best_row < M) atomicMax(&block_best[best_row], best);
     __syncthreads();
     if (threadIdx.x < M) atomicMax(a.best + threadIdx.x, block_best[threadIdx.x]);
+    /* v27: the next step's tag. Block 0 gets here only after every block's last fc-proj outputs have reached it, so
+     * every block has read this step's epoch (the first thing it did) */
+    if (TAGGED_ROWS && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(a.epoch, 1u);
     barrier.mark(1);
 }
 
@@ -2694,7 +2910,7 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST>
+          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST, bool TAGGED_ROWS>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
@@ -2703,7 +2919,7 @@ static size_t ring_static_smem()
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
                                                                           SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
                                                                           PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS,
-                                                                          LOADS_FIRST>));
+                                                                          LOADS_FIRST, TAGGED_ROWS>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -2724,7 +2940,7 @@ template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST>
+          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST, bool TAGGED_ROWS>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
@@ -2732,7 +2948,7 @@ static size_t ring_step_smem(const decode_step_args *a, int blocks)
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
            ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED,
-                            KV_SHIFTS, LOADS_FIRST>();
+                            KV_SHIFTS, LOADS_FIRST, TAGGED_ROWS>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -2776,6 +2992,9 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->loads_first && !a->kv_shifts)
         return "persistent decode step with the dot products' loads first (v26): needs attention's addresses in shifts "
                "(v25)";
+    if (a->tagged_rows && (!a->loads_first || !a->tagged || !a->tagged_acc || !a->epoch || a->H > 15))
+        return "persistent decode step with tagged rows (v27): needs the dot products' loads first (v26), at most 15 "
+               "heads (the count's 4 bits), and tagged, tagged_acc and epoch";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -2783,8 +3002,8 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
- *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST) with the
- *        storage
+ *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST,
+ *        TAGGED_ROWS) with the storage
  *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
@@ -2795,7 +3014,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
  *        shaped; v18/v19 v16/v17 with attention split over the idle blocks;
  *        v23 at 1 row with merge_proj, v21's with proj's parts in fixed point;
  *        v24 v23's with the LayerNorms folded; v25 v24's with attention's
- *        addresses in shifts; v26 v25's with the dot products' loads first.
+ *        addresses in shifts; v26 v25's with the dot products' loads first; v27 v26's with its rows tagged.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
@@ -2805,7 +3024,7 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
                        auto split) -> R {
         auto rows = [&](auto n) -> R { /* v23-v26's flags are off below 1 row's merged steps */
-            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no(), no());
+            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no(), no(), no());
         };
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
         case 1: return rows(std::integral_constant<int, 1>());
@@ -2816,15 +3035,16 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
         if constexpr (std::is_same<decltype(t), __half>::value) { /* v23-v26 (merge_proj is fp16 only), at 1 row */
-            auto merged = [&](auto folded, auto shifts, auto loads_first) -> R {
+            auto merged = [&](auto folded, auto shifts, auto loads_first, auto tagged) -> R {
                 return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes(),
-                         folded, shifts, loads_first);
+                         folded, shifts, loads_first, tagged);
             };
             if (a->proj_fixed_point && rows_for(a->M) == 1) {
-                if (a->loads_first) return merged(yes(), yes(), yes()); /* v26 */
-                if (a->kv_shifts) return merged(yes(), yes(), no());      /* v25 */
-                if (a->ln_folded) return merged(yes(), no(), no());       /* v24 */
-                return merged(no(), no(), no());                          /* v23 */
+                if (a->tagged_rows) return merged(yes(), yes(), yes(), yes()); /* v27 */
+                if (a->loads_first) return merged(yes(), yes(), yes(), no());  /* v26 */
+                if (a->kv_shifts) return merged(yes(), yes(), no(), no());     /* v25 */
+                if (a->ln_folded) return merged(yes(), no(), no(), no());      /* v24 */
+                return merged(no(), no(), no(), no());                         /* v23 */
             }
         }
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
@@ -2856,11 +3076,11 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     return with_step_kernel<size_t>(
         dtype, a,
         [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed,
-            auto folded, auto shifts, auto loads_first) {
+            auto folded, auto shifts, auto loads_first, auto tagged) {
             return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value,
                                   decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                  decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value>(a,
-                                                                                                               sms);
+                                  decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value,
+                                  decltype(tagged)::value>(a, sms);
         });
 }
 
@@ -2871,12 +3091,13 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
           bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED, bool KV_SHIFTS,
-          bool LOADS_FIRST>
+          bool LOADS_FIRST, bool TAGGED_ROWS>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
-                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST>;
+                                         SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST,
+                                         TAGGED_ROWS>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -2885,7 +3106,7 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
                used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT,
-                                                LN_FOLDED, KV_SHIFTS, LOADS_FIRST>();
+                                                LN_FOLDED, KV_SHIFTS, LOADS_FIRST, TAGGED_ROWS>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -2938,11 +3159,11 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split, auto fixed,
-                                                        auto folded, auto shifts, auto loads_first) {
+                                                        auto folded, auto shifts, auto loads_first, auto tagged) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
                                 decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
-                                decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value>(a, smem,
-                                                                                                             sms);
+                                decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value,
+                                decltype(tagged)::value>(a, smem, sms);
     });
 }

@@ -235,7 +235,26 @@ typedef struct {
     int loads_first;           /**< v26 (with kv_shifts): QKV's and fc's dot products with a unit's weight loads
                                     issued before the first multiply and the row converted once (kernels.cu:
                                     run_phase_ring_loads_first) */
+    int tagged_rows;           /**< v27 (with loads_first): no grid barriers. Each phase's outputs (x, q/k/v, the
+                                    hidden layer) are stored as 32-bit words, the fp16 value and the step's 16-bit
+                                    tag, and the next phase's rows poll them until every word carries the tag; proj's
+                                    fixed-point sums count their parts in their low bits (kernels.cu: TaggedRows) */
+    unsigned *tagged;          /**< v27: [DECODE_TAGGED_WORDS(L, C)] the tagged rows, zeroed once (tag 0 is never a
+                                    step's) */
+    long long *tagged_acc;     /**< v27: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
+                                    epoch & 1 and zeroes the other half for the step after */
+    unsigned *epoch;           /**< v27: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
 } decode_step_args;
+
+/** @brief v27: words of decode_step_args.tagged: x before each layer and after the last, [L + 1][C]; each layer's
+ *         q/k/v, [L][3C]; and its hidden layer, [L][4C]. Every buffer is written once a step, so no word is written
+ *         twice between two steps' reads. */
+#define DECODE_TAGGED_WORDS(L, C) ((long long)(8 * (L) + 1) * (C))
+/** @brief v27: int64 of decode_step_args.tagged_acc: two halves of [L][C]. */
+#define DECODE_TAGGED_ACC(L, C) (2LL * (L) * (C))
+/** @brief v27: the largest part tagged_acc takes (2^18): a part times 2^32, shifted left past the 8 bits of the count,
+ *         is under 2^58, and H <= 16 of them under 2^62. */
+#define DECODE_PROJ_TAGGED_PART_MOST 262144.0f
 
 /** @brief v23: 1.0 in proj_acc's fixed point (2^32). */
 #define DECODE_PROJ_FIXED_ONE 4294967296.0f

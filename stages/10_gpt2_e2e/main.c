@@ -43,10 +43,11 @@
  *  into their weights in the merged steps, so that the rows go to the dot products as they are and the statistics
  *  are worked out beside them; v25 is v24 with attention's K/V addresses worked out with shifts instead of a
  *  division, and no branch a token; v26 is v25 with QKV's and fc's dot products loading a unit's weights before
- *  the first multiply, the row converted once for all of a warp's units. */
+ *  the first multiply, the row converted once for all of a warp's units; v27 is v26 with no grid barriers: every
+ *  output word carries the step's tag, and each phase polls the rows it reads. */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
                                           "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
-                                          "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", NULL};
+                                          "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -72,8 +73,9 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v22 + proj's parts summed as stored, in fixed point (sm_90)",
                                            "v23 + LayerNorms folded into the weights (sm_90)",
                                            "v24 + attention's K/V addresses in shifts (sm_90)",
-                                           "v25 + the dot products' loads first, the row once (sm_90)"};
-enum { N_VARIANTS = 26 };
+                                           "v25 + the dot products' loads first, the row once (sm_90)",
+                                           "v26 + no grid barriers: rows tagged with the step, polled (sm_90)"};
+enum { N_VARIANTS = 27 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
  *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
@@ -83,7 +85,8 @@ enum { N_VARIANTS = 26 };
  *  11 with attention and proj one phase at 1 row (v21, fp16 only), 12 with that only in the steps whose longest
  *  context one pass covers (v22, fp16 only), 13 with proj's parts summed as they are stored (v23, fp16 only), 14
  *  with QKV's and fc's LayerNorm folded into their weights (v24, fp16 only), 15 with attention's K/V addresses
- *  in shifts (v25, fp16 only), 16 with QKV's and fc's dot products loading their weights first (v26, fp16 only).
+ *  in shifts (v25, fp16 only), 16 with QKV's and fc's dot products loading their weights first (v26, fp16 only), 17 with
+ *  no grid barriers, each phase polling its tagged rows (v27, fp16 only).
  *  A non-zero path prefills with v1's or v2's kernels. */
 static const struct {
     wb_dtype dtype;
@@ -92,7 +95,7 @@ static const struct {
                                {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}, {WB_F16, 6},
                                {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}, {WB_F16, 9},
                                {WB_F32, 9}, {WB_F16, 10}, {WB_F16, 11}, {WB_F16, 12}, {WB_F16, 13},
-                               {WB_F16, 14}, {WB_F16, 15}, {WB_F16, 16}};
+                               {WB_F16, 14}, {WB_F16, 15}, {WB_F16, 16}, {WB_F16, 17}};
 /** @brief Storage of variant v (0-based). */
 static wb_dtype variant_dtype(int v)
 {
