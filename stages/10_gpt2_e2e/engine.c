@@ -827,6 +827,13 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
+        if (a.tagged_rows) { /* v27: a queued v27 step zeroes the keys the step after it raises, as it ends (kernels.cu);
+                              * steps 0 and 1, and a step after one of another kernel, get a memset */
+            if (s < 2 || !e->queued_step_tagged)
+                WB_CUDA_CHECK(cudaMemsetAsync(a.best, 0, (size_t)n * sizeof *a.best, cudaStreamPerThread));
+            a.best_zeroed = 1;
+        }
+        e->queued_step_tagged = a.tagged_rows;
         TRY(gpt2_decode_step(e->dtype, &a));
     }
     WB_CUDA_CHECK(cudaMemcpyAsync(queue_fed_tokens(e, q), e->d_fed,

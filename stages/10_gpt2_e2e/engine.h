@@ -181,6 +181,8 @@ typedef struct {
     unsigned *d_tagged;       /**< v27: the tagged rows (decode_step_args.tagged) */
     long long *d_tagged_acc;  /**< v27: proj's sums with their counts (decode_step_args.tagged_acc) */
     unsigned *d_epoch;        /**< v27: the steps' counter (decode_step_args.epoch) */
+    int queued_step_tagged;   /**< v27: whether the last step engine_generate queued was v27's (which zeroes the keys
+                                   of the step after it) */
     void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
     float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
     int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */

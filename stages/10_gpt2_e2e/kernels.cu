@@ -2677,10 +2677,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     if (threadIdx.x < ROWS) block_best[threadIdx.x] = 0;
     if (threadIdx.x == 0) in.tables = tables;
     if (blockIdx.x == 0 && threadIdx.x < M) {
-        a.best[threadIdx.x] = 0; /* read only by the LM head, many barriers on */
+        if (!TAGGED_ROWS) a.best[threadIdx.x] = 0; /* read only by the LM head, many barriers on (v27: see best_zeroed) */
         if (a.fed_tokens) a.fed_tokens[threadIdx.x] = step_token(a, threadIdx.x);
-        if (TAGGED_ROWS) __threadfence(); /* v27: no barrier orders the zero before the LM head's atomics: this fence,
-                                           * before block 0 writes anything the others wait for */
     }
     /* v27: the step's tag, and which half of tagged_acc its proj sums use (read before this block writes anything;
      * block 0 adds 1 as the step ends, after every block's outputs have reached it) */
@@ -2887,9 +2885,13 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     if (best_row < M) atomicMax(&block_best[best_row], best);
     __syncthreads();
     if (threadIdx.x < M) atomicMax(a.best + threadIdx.x, block_best[threadIdx.x]);
-    /* v27: the next step's tag. Block 0 gets here only after every block's last fc-proj outputs have reached it, so
-     * every block has read this step's epoch (the first thing it did) */
-    if (TAGGED_ROWS && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(a.epoch, 1u);
+    /* v27: the next step's tag, and the keys the next queued step raises (this step read its tokens there) zeroed.
+     * Block 0 gets here only after every block's last fc-proj outputs have reached it, so every block has read this
+     * step's epoch and tokens (the first things it did) */
+    if (TAGGED_ROWS && blockIdx.x == 0) {
+        if (threadIdx.x == 0) atomicAdd(a.epoch, 1u);
+        if (threadIdx.x < M && a.prev_best) a.prev_best[threadIdx.x] = 0;
+    }
     barrier.mark(1);
 }
 
@@ -3156,7 +3158,13 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (a->merge_proj && sms < a->H)
         return "persistent decode step with attention and proj in one phase (v21): needs at least one block (SM) a head";
-    if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
+    if (a->tagged_rows) { /* v27 meets no barrier, and zeroes no keys as it starts: nothing would order the zero before
+                           * the LM head's atomics (engine_generate's queued steps zero them for the step after) */
+        if (!a->best_zeroed)
+            WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, (size_t)a->M * sizeof *a->best, cudaStreamPerThread));
+    } else if (!a->barrier_zeroed) {
+        WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
+    }
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split, auto fixed,
                                                         auto folded, auto shifts, auto loads_first, auto tagged) {

@@ -173,8 +173,9 @@ typedef struct {
     const float *lnf_w;        /**< final LayerNorm gain [C] */
     const float *lnf_b;        /**< final LayerNorm shift [C] */
     const int *tokens;         /**< [M] each sequence's token (unused with prev_best) */
-    const unsigned long long *prev_best; /**< NULL, or [M] the step before's argmax keys: the tokens are read from
-                                              them on the GPU (steps queued ahead, engine_generate) */
+    unsigned long long *prev_best; /**< NULL, or [M] the step before's argmax keys: the tokens are read from them on
+                                        the GPU (steps queued ahead, engine_generate). v27 zeroes them as it ends: they
+                                        are the keys the step after writes */
     int *fed_tokens;           /**< NULL, or [M]: block 0 writes there the tokens the step was fed */
     const int *positions;      /**< [M] its position */
     const int64_t *slots;      /**< [M] its slot in the page pools */
@@ -188,8 +189,11 @@ typedef struct {
     void *hidden;              /**< [M][4C] the MLP's hidden layer (scratch) */
     void *logits;              /**< [M][ldy] */
     int ldy;                   /**< row pitch of logits (>= V) */
-    unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them */
-    unsigned *barrier;         /**< one counter for the grid barriers; the launcher zeroes it, unless... */
+    unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them (v27: the launcher, with a
+                                    memset, unless best_zeroed) */
+    int best_zeroed;           /**< v27: the caller saw to it that best is zero (engine_generate: a memset, or the
+                                    queued v27 step before, as it ended) */
+    unsigned *barrier;         /**< one counter for the grid barriers (none in v27); the launcher zeroes it, unless... */
     int barrier_zeroed;        /**< ... the caller did (engine_generate: the queued steps' counters, in one memset) */
     int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
     int weight_ring;           /**< v7/v8 (sm_90): the copy engine brings each block's weights into a ring in its
@@ -290,8 +294,8 @@ static inline long long decode_att_parts_floats(int H)
  */
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a);
 
-/** @brief Launch one persistent decode step (a memset, unless barrier_zeroed, and one cooperative kernel); NULL, or
- *         why not. */
+/** @brief Launch one persistent decode step (a memset, unless barrier_zeroed, or in v27 best_zeroed, and one
+ *         cooperative kernel); NULL, or why not. */
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);
 
 /**
