@@ -2531,8 +2531,9 @@ static __device__ __forceinline__ longlong2 load_relaxed2(const long long *p)
  *        a thread's 4 columns of x (layer l's tagged words) and of proj's
  *        sums (`acc`, counted: proj_head_dots), loads issued together and
  *        polled until x carries the step's tag and every sum has its H
- *        parts. Then v23's arithmetic: x + bias + sum·2^-32, the row NaN if
- *        a part was out of range.
+ *        parts. Then v23's arithmetic: x + bias + sum·2^-32. A part out of
+ *        range makes the thread's 4 columns NaN, and with them fc's
+ *        statistics and so all of its outputs, as v23's flagged row does.
  */
 static __device__ void stage_proj_sum_rows_tagged(const decode_step_args &a, const float *proj_b, const long long *acc,
                                                   const unsigned *x, unsigned tag, __half *rows, int n0, int n1)
