@@ -316,6 +316,26 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
         printf("  %-58s %s\n", "steps queued on the GPU choose the tokens of (2)", same ? "ok" : "FAIL");
         failed += !same, ++*checks;
     }
+    /* (5b) the same at 1 row, where v21-v27's merged steps run: sequence 0 alone, its steps one by one (engine_decode,
+     * each fed the token the step before chose), then queued (engine_generate, 4 at a time): the same tokens. v27's
+     * queued steps zero the keys of the step after them, and its steps one by one get a memset */
+    {
+        int seq = 0, first_by_step, first_queued, tok, by_step[STEPS], queued[STEPS], same = 1;
+        why = engine_prefill(&e, 1, &seq, tokens + offs[0], &lens[0], &first_by_step, NULL);
+        tok = first_by_step;
+        for (int s = 0; s < STEPS && !why; ++s) why = engine_decode(&e, 1, &seq, &tok, &by_step[s], NULL), tok = by_step[s];
+        engine_release(&e, seq);
+        if (!why) why = engine_prefill(&e, 1, &seq, tokens + offs[0], &lens[0], &first_queued, NULL);
+        e.queue_steps = 4;
+        if (!why) why = engine_generate(&e, 1, &seq, &first_queued, STEPS, queued);
+        e.queue_steps = ENGINE_QUEUE_STEPS;
+        engine_release(&e, seq);
+        same = !why && first_queued == first_by_step;
+        for (int s = 0; s < STEPS && same; ++s) same &= queued[s] == by_step[s];
+        if (why) printf("  queued steps, 1 row: %s\n", why);
+        printf("  %-58s %s\n", "1 row: steps queued choose the tokens of steps one by one", same ? "ok" : "FAIL");
+        failed += !same, ++*checks;
+    }
 done:
     for (int i = 0; i < caches_made; ++i) ref_gpt2_cache_free(&caches[i]);
     free(step_ref), free(step_gpu), free(batch_logits);
