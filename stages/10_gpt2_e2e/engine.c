@@ -55,6 +55,14 @@ static int find_attention(const char *id)
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
+/** @brief `bytes` of device memory, zeroed. */
+static void *device_zeroed(size_t bytes, const char *what)
+{
+    void *p = wb_device_alloc(bytes, what);
+    WB_CUDA_CHECK(cudaMemset(p, 0, bytes));
+    return p;
+}
+
 /**
  * v24: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; kernels.cu: row_statistics),
  * uploaded: the folded weights as [N][K], like the others, into *w_out; [2][N], the bias with the shifts folded in
@@ -234,13 +242,9 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     if (e->proj_fixed_point) /* v23: every layer's sums of proj's parts (the step zeroes them as it starts) */
         e->d_proj_acc = wb_device_alloc((size_t)L * DECODE_PROJ_ACC_ROW(C) * sizeof(long long), "proj's fixed-point sums");
     if (e->tagged_rows) { /* v27: zeroed once: tag 0 is no step's, and the first step's sums start at zero */
-        size_t words = (size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), acc = (size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long);
-        e->d_tagged = wb_device_alloc(words, "tagged rows");
-        e->d_tagged_acc = wb_device_alloc(acc, "proj's counted sums");
-        e->d_epoch = wb_device_alloc(sizeof(unsigned), "steps' counter");
-        WB_CUDA_CHECK(cudaMemset(e->d_tagged, 0, words));
-        WB_CUDA_CHECK(cudaMemset(e->d_tagged_acc, 0, acc));
-        WB_CUDA_CHECK(cudaMemset(e->d_epoch, 0, sizeof(unsigned)));
+        e->d_tagged = device_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
+        e->d_tagged_acc = device_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
+        e->d_epoch = device_zeroed(sizeof(unsigned), "steps' counter");
     }
     if (e->split_attention) { /* v18/v19; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
@@ -276,8 +280,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->rstd = wb_device_alloc(R * 4, "rstd");
     e->decode_workspace_bytes = decode_workspace_bytes(max_seqs, H, H, d, c->max_T);
     e->decode_workspace = wb_device_alloc(e->decode_workspace_bytes, "decode workspace");
-    e->decode_counters = wb_device_alloc((size_t)max_seqs * H * sizeof(int), "decode counters");
-    WB_CUDA_CHECK(cudaMemset(e->decode_counters, 0, (size_t)max_seqs * H * sizeof(int)));
+    e->decode_counters = device_zeroed((size_t)max_seqs * H * sizeof(int), "decode counters");
     e->d_tokens = wb_device_alloc(R * 4, "tokens");
     e->d_positions = wb_device_alloc(R * 4, "positions");
     e->d_next = wb_device_alloc(R * 4, "next tokens");
@@ -827,12 +830,9 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
-        if (a.tagged_rows) { /* v27: a queued v27 step zeroes the keys the step after it raises, as it ends (kernels.cu);
-                              * steps 0 and 1, and a step after one of another kernel, get a memset */
-            if (s < 2 || !e->queued_step_tagged)
-                WB_CUDA_CHECK(cudaMemsetAsync(a.best, 0, (size_t)n * sizeof *a.best, cudaStreamPerThread));
-            a.best_zeroed = 1;
-        }
+        /* v27: a queued v27 step zeroes the keys the step after it raises, as it ends (kernels.cu); steps 0 and 1, and
+         * a step after one of another kernel, get the launcher's memset */
+        a.best_zeroed = s >= 2 && e->queued_step_tagged;
         e->queued_step_tagged = a.tagged_rows;
         TRY(gpt2_decode_step(e->dtype, &a));
     }

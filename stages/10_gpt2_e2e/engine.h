@@ -157,14 +157,14 @@ typedef struct {
     int split_attention;      /**< v18-v20: and a sequence's attention split over the idle blocks when its context
                                    outgrows one pass (decode_step_args.split_attention) */
     float *d_att_parts;       /**< v18, v19: the split attention's partial outputs (decode_step_args.att_parts) */
-    int paced_requests;       /**< v20-v26: and the ring's requests paced (decode_step_args.paced_requests) */
-    int merge_proj;           /**< v21-v26: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
-    int merge_one_pass;       /**< v22-v26: merge only in the steps whose longest context one pass covers (engine.c:
+    int paced_requests;       /**< v20-v27: and the ring's requests paced (decode_step_args.paced_requests) */
+    int merge_proj;           /**< v21-v27: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
+    int merge_one_pass;       /**< v22-v27: merge only in the steps whose longest context one pass covers (engine.c:
                                    step_merges_proj) */
-    int proj_fixed_point;     /**< v23-v26: in the merged steps, proj's parts added as they are stored, in fixed point
+    int proj_fixed_point;     /**< v23-v27: in the merged steps, proj's parts added as they are stored, in fixed point
                                    (decode_step_args.proj_fixed_point) */
     long long *d_proj_acc;    /**< v23: [L][DECODE_PROJ_ACC_ROW(C)] their sums (decode_step_args.proj_acc) */
-    int ln_folded;            /**< v24-v26: and in the merged steps, QKV's and fc's LayerNorm folded into their weights
+    int ln_folded;            /**< v24-v27: and in the merged steps, QKV's and fc's LayerNorm folded into their weights
                                    (decode_step_args.ln_folded) */
     void **qkv_wt_folded;     /**< v24, per layer: qkv_wt with ln_1's gains folded in, [3C][C] */
     void **fc_wt_folded;      /**< v24, per layer: fc_wt with ln_2's gains folded in, [4C][C] */
@@ -172,7 +172,7 @@ typedef struct {
                                    each output's folded weights */
     float **fc_b_folded;      /**< v24, per layer: [2][4C] the same for fc */
     void *d_layers_folded;    /**< v24: d_layers with those (decode_layer_weights[L]), for the merged steps */
-    int kv_shifts;            /**< v25, v26: and in those steps attention's K/V addresses with shifts
+    int kv_shifts;            /**< v25-v27: and in those steps attention's K/V addresses with shifts
                                    (decode_step_args.kv_shifts; ENGINE_BLOCK_SIZE is a power of 2) */
     int loads_first;          /**< v26, v27: and in those steps the dot products' loads first
                                    (decode_step_args.loads_first) */

@@ -2692,17 +2692,14 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     /* v23: attention's instance of its own (its shared arrays laid out apart from v16-v22's kernels'); at 1 row
      * KEEP_FIRST_KV changes nothing, it acts from 5 rows */
     constexpr bool KEEP_FIRST_KV = SHAPED_TRAFFIC && !PROJ_FIXED_POINT;
-    if constexpr (TAGGED_ROWS) { /* v27: the other half of the sums, for the next step (the step before used it) */
-        long long *next = a.tagged_acc + (long long)((epoch + 1) & 1) * L * C;
-        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * C;
-             k += (long long)gridDim.x * STEP_THREADS)
-            next[k] = 0;
-    } else if constexpr (PROJ_FIXED_POINT) { /* v23: the sums start at zero (the step before has read them, a kernel
-                                              * before); the barrier before the first attention orders these stores
-                                              * before its atomics */
-        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * DECODE_PROJ_ACC_ROW(C);
-             k += (long long)gridDim.x * STEP_THREADS)
-            a.proj_acc[k] = 0;
+    if constexpr (PROJ_FIXED_POINT) {
+        /* v23: the sums start at zero (the step before has read them, a kernel before); the barrier before the first
+         * attention orders these stores before its atomics. v27: no barrier, so the step zeroes the other half of
+         * its sums, for the next step (the step before used it) */
+        long long *const sums = TAGGED_ROWS ? a.tagged_acc + (long long)((epoch + 1) & 1) * L * C : a.proj_acc;
+        const long long n = TAGGED_ROWS ? (long long)L * C : (long long)L * DECODE_PROJ_ACC_ROW(C);
+        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < n; k += (long long)gridDim.x * STEP_THREADS)
+            sums[k] = 0;
     }
     if (RING) { /* the block's share of every linear (the thread's linears), the mbarriers, the first copies */
         for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) {

@@ -191,8 +191,8 @@ typedef struct {
     int ldy;                   /**< row pitch of logits (>= V) */
     unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them (v27: the launcher, with a
                                     memset, unless best_zeroed) */
-    int best_zeroed;           /**< v27: the caller saw to it that best is zero (engine_generate: a memset, or the
-                                    queued v27 step before, as it ended) */
+    int best_zeroed;           /**< v27: best is zero already (engine_generate: the queued v27 step before zeroed
+                                    it as it ended) */
     unsigned *barrier;         /**< one counter for the grid barriers (none in v27); the launcher zeroes it, unless... */
     int barrier_zeroed;        /**< ... the caller did (engine_generate: the queued steps' counters, in one memset) */
     int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
@@ -242,7 +242,8 @@ typedef struct {
     int tagged_rows;           /**< v27 (with loads_first): no grid barriers. Each phase's outputs (x, q/k/v, the
                                     hidden layer) are stored as 32-bit words, the fp16 value and the step's 16-bit
                                     tag, and the next phase's rows poll them until every word carries the tag; proj's
-                                    fixed-point sums count their parts in their low bits (kernels.cu: TaggedRows) */
+                                    fixed-point sums count their parts in their low bits (kernels.cu: step_tag,
+                                    stage_tagged_rows, proj_head_dots) */
     unsigned *tagged;          /**< v27: [DECODE_TAGGED_WORDS(L, C)] the tagged rows, zeroed once (tag 0 is never a
                                     step's) */
     long long *tagged_acc;     /**< v27: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
