@@ -111,16 +111,16 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 18) return "decode_path must be 0..18 (see engine.h)";
+    if (decode_path < 0 || decode_path > 17) return "decode_path must be 0..17 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = decode_path >= 1;
     if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
     if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v28) needs sm_90: the copy engine's bulk copies";
+    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v27) needs sm_90: the copy engine's bulk copies";
     if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
-    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v28) takes fp16";
+    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v27) takes fp16";
     e->fused_decode = fused_decode;
     e->persistent_decode = decode_path >= 2;
     e->weight_ring = decode_path >= 3;
@@ -130,15 +130,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->producer_last_warp = decode_path >= 7;  /* v14-v20 */
     e->shaped_traffic = decode_path >= 8;      /* v16-v20 */
     e->split_attention = decode_path >= 9;     /* v18-v23 */
-    e->paced_requests = decode_path >= 10;     /* v20-v28 */
-    e->merge_proj = decode_path >= 11;         /* v21-v28 */
-    e->merge_one_pass = decode_path >= 12;     /* v22-v28 */
-    e->proj_fixed_point = decode_path >= 13;   /* v23-v28 */
-    e->ln_folded = decode_path >= 14;          /* v24-v28 */
-    e->kv_shifts = decode_path >= 15;          /* v25-v28 */
-    e->loads_first = decode_path >= 16;        /* v26-v28 */
-    e->tagged_rows = decode_path >= 17;        /* v27, v28 */
-    e->steps_in_kernel = decode_path == 18;    /* v28 */
+    e->paced_requests = decode_path >= 10;     /* v20-v27 */
+    e->merge_proj = decode_path >= 11;         /* v21-v27 */
+    e->merge_one_pass = decode_path >= 12;     /* v22-v27 */
+    e->proj_fixed_point = decode_path >= 13;   /* v23-v27 */
+    e->ln_folded = decode_path >= 14;          /* v24-v27 */
+    e->kv_shifts = decode_path >= 15;          /* v25-v27 */
+    e->loads_first = decode_path >= 16;        /* v26, v27 */
+    e->tagged_rows = decode_path == 17;        /* v27 */
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -306,8 +305,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         step_inputs_at(queue_dev + j * e->queue_step_bytes, max_seqs, pages_per_seq, &e->queue_d[j]);
     }
     e->queue_steps = ENGINE_QUEUE_STEPS;
-    e->d_queue_best = wb_device_alloc((size_t)2 * ENGINE_QUEUE_STEPS * max_seqs * sizeof(unsigned long long),
-                                      "queued argmax keys"); /* [2][max_seqs], v28 [2][ENGINE_QUEUE_STEPS][max_seqs] */
+    e->d_queue_best = wb_device_alloc((size_t)2 * max_seqs * sizeof(unsigned long long), "queued argmax keys");
     e->d_fed = wb_device_alloc((size_t)ENGINE_QUEUE_STEPS * max_seqs * sizeof(int), "queued tokens"); /* [steps][n] */
     WB_CUDA_CHECK(cudaMallocHost((void **)&e->h_fed, (size_t)2 * ENGINE_QUEUE_STEPS * max_seqs * sizeof(int)));
     for (int q = 0; q < 2; ++q)
@@ -562,8 +560,7 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc,
                           .ln_folded = folded, .kv_shifts = folded && e->kv_shifts,
                           .loads_first = folded && e->loads_first, .tagged_rows = folded && e->tagged_rows,
-                          .tagged = e->d_tagged, .tagged_acc = e->d_tagged_acc, .epoch = e->d_epoch,
-                          .steps_in_kernel = folded && e->steps_in_kernel, .steps = 1, .best_stride = n};
+                          .tagged = e->d_tagged, .tagged_acc = e->d_tagged_acc, .epoch = e->d_epoch};
     return a;
 }
 
@@ -799,14 +796,9 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  * tokens copied back take two buffers in turn.
  */
 
-/** The argmax keys queued step s writes (step s + 1 reads them): two buffers, by the step's parity. v28: a buffer
- *  each step of a queue, [queue % 2][step in the queue] (its kernel's steps raise their own, and the launcher zeroes
- *  them all with one memset before it; the other queue's hold the keys the first step reads). */
+/** The argmax keys queued step s writes (step s + 1 reads them): two buffers, by the step's parity. */
 static unsigned long long *queued_keys(const gpt2_engine *e, int s)
 {
-    if (e->steps_in_kernel)
-        return e->d_queue_best +
-               ((size_t)(s / e->queue_steps % 2) * ENGINE_QUEUE_STEPS + (size_t)(s % e->queue_steps)) * e->max_seqs;
     return e->d_queue_best + (size_t)(s % 2) * e->max_seqs;
 }
 
@@ -831,22 +823,17 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     WB_CUDA_CHECK(cudaMemcpyAsync(e->queue_d[0].slots, h[0].slots, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
     /* each queued step its own barrier counter, all zeroed by one memset: no memset between two steps */
     WB_CUDA_CHECK(cudaMemsetAsync(e->d_barrier + 1, 0, (size_t)queued * sizeof(unsigned), cudaStreamPerThread));
-    for (int j = 0, steps; j < queued; j += steps) {
-        const int s = s0 + j, merge = step_merges_proj(e, n, &h[j]);
+    for (int j = 0; j < queued; ++j) {
+        const int s = s0 + j;
         TRY(copy_pages(e, copies[j], n_copies[j]));
-        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), merge);
+        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), step_merges_proj(e, n, &h[j]));
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
-        /* v28: the steps after it in one launch, up to one that copies a page first or changes the kernel */
-        for (steps = 1; a.steps_in_kernel && j + steps < queued && !n_copies[j + steps] &&
-                        step_merges_proj(e, n, &h[j + steps]) == merge;)
-            ++steps;
-        a.steps = steps, a.input_stride = (long long)e->queue_step_bytes, a.best_stride = e->max_seqs;
         /* v27: a queued v27 step zeroes the keys the step after it raises, as it ends (kernels.cu); steps 0 and 1, and
          * a step after one of another kernel, get the launcher's memset */
         a.best_zeroed = s >= 2 && e->queued_step_tagged;
-        e->queued_step_tagged = a.tagged_rows && !a.steps_in_kernel;
+        e->queued_step_tagged = a.tagged_rows;
         TRY(gpt2_decode_step(e->dtype, &a));
     }
     WB_CUDA_CHECK(cudaMemcpyAsync(queue_fed_tokens(e, q), e->d_fed,

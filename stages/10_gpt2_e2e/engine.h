@@ -128,8 +128,7 @@ typedef struct {
     engine_step_inputs queue_d[ENGINE_QUEUE_STEPS]; /**< a queue's steps' inputs on the device (one copy uploads them) */
     size_t queue_step_bytes;  /**< the bytes of one step's inputs in the queue (a multiple of 16) */
     int queue_steps;          /**< steps in one queue (1..ENGINE_QUEUE_STEPS; --check makes it small) */
-    unsigned long long *d_queue_best; /**< [2][max_seqs] argmax keys: a queued step reads one, writes the other (v28:
-                                           [2][ENGINE_QUEUE_STEPS][max_seqs], a queue's steps each their own) */
+    unsigned long long *d_queue_best; /**< [2][max_seqs] argmax keys: a queued step reads one, writes the other */
     int *d_fed;               /**< [ENGINE_QUEUE_STEPS][n] the tokens each queued step was fed */
     int *h_fed;               /**< [2][ENGINE_QUEUE_STEPS][max_seqs] pinned: two queues' d_fed, copied back */
     void *queue_done[2];      /**< cudaEvent_t: each queue's tokens are on the host */
@@ -173,14 +172,12 @@ typedef struct {
                                    each output's folded weights */
     float **fc_b_folded;      /**< v24, per layer: [2][4C] the same for fc */
     void *d_layers_folded;    /**< v24: d_layers with those (decode_layer_weights[L]), for the merged steps */
-    int kv_shifts;            /**< v25-v28: and in those steps attention's K/V addresses with shifts
+    int kv_shifts;            /**< v25-v27: and in those steps attention's K/V addresses with shifts
                                    (decode_step_args.kv_shifts; ENGINE_BLOCK_SIZE is a power of 2) */
-    int loads_first;          /**< v26-v28: and in those steps the dot products' loads first
+    int loads_first;          /**< v26, v27: and in those steps the dot products' loads first
                                    (decode_step_args.loads_first) */
-    int tagged_rows;          /**< v27, v28: and in those steps no grid barriers, the rows tagged with the step
+    int tagged_rows;          /**< v27: and in those steps no grid barriers, the rows tagged with the step
                                    (decode_step_args.tagged_rows) */
-    int steps_in_kernel;      /**< v28: and a queue's steps in one launch, as long as they run that kernel
-                                   (decode_step_args.steps_in_kernel) */
     unsigned *d_tagged;       /**< v27: the tagged rows (decode_step_args.tagged) */
     long long *d_tagged_acc;  /**< v27: proj's sums with their counts (decode_step_args.tagged_acc) */
     unsigned *d_epoch;        /**< v27: the steps' counter (decode_step_args.epoch) */
@@ -225,8 +222,7 @@ typedef struct {
  *        LayerNorm folded into their weights in the merged steps (fp16);
  *        15: v25's, v24's with attention's K/V addresses in shifts (fp16);
  *        16: v26's, v25's with QKV's and fc's dot products loading their weights first (fp16);
- *        17: v27's, v26's with no grid barriers, each phase polling the rows it reads, tagged with the step (fp16);
- *        18: v28's, v27's with a queue's steps in one kernel, the blocks meeting once a step (fp16)
+ *        17: v27's, v26's with no grid barriers, each phase polling the rows it reads, tagged with the step (fp16)
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)

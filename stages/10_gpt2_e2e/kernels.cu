@@ -1560,32 +1560,6 @@ static __device__ __forceinline__ int step_token(const decode_step_args &a, int 
     return a.prev_best ? gpt2_argmax_key_token(__ldg(a.prev_best + m), a.V) : __ldg(a.tokens + m);
 }
 
-/** @brief v28: sequence m's token in step s > 0 of the kernel: the argmax key step s − 1 raised, in this kernel
- *         (through L2: the other blocks' atomics wrote it). */
-static __device__ __forceinline__ int queued_token(const decode_step_args &a, int s, int m)
-{
-    return gpt2_argmax_key_token(__ldcg(a.best + (long long)(s - 1) * a.best_stride + m), a.V);
-}
-
-/** @brief v28: where step s's copy of one of the step's inputs (slots, positions, tables, lens) is: `p`, step 0's,
- *         plus s·a.input_stride bytes (engine_generate uploads a queue's steps' inputs one after the other). */
-template <typename P>
-static __device__ __forceinline__ const P *step_input(const P *p, const decode_step_args &a, int s)
-{
-    return reinterpret_cast<const P *>(reinterpret_cast<const char *>(p) + (long long)s * a.input_stride);
-}
-
-/** @brief v28: thread 0 waits until `count` reaches `target` (relaxed polls, then one acquiring load, as
- *         GridBarrier::wait). */
-static __device__ __forceinline__ void wait_count(const unsigned *count, unsigned target)
-{
-    unsigned seen;
-    do {
-        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-    } while (seen < target);
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-}
-
 /** @brief Phase i of the step (not an attention phase). */
 static __device__ __forceinline__ LinearPhase describe_phase(const decode_step_args &a,
                                                              const decode_layer_weights *layers, int i)
@@ -1806,24 +1780,6 @@ struct WeightRing {
     }
     /** @brief The producer, after a __syncthreads that follows every read of it: give back the oldest linear. */
     __device__ __forceinline__ void give_back() { tail += plan[freed++].n; }
-    /**
-     * @brief v28: the producer, with every linear of the step given back:
-     *        start the next step's linears at 0, as a new kernel would.
-     *        Linear j waits for phase j / RING_LINEARS of mbarrier
-     *        j % RING_LINEARS, so each mbarrier must have completed an even
-     *        number of phases: the producer completes the phases of the
-     *        linears that would come up to the next multiple of
-     *        2·RING_LINEARS with a bare arrival (a phase no thread waits
-     *        for).
-     */
-    __device__ void restart()
-    {
-#if __CUDA_ARCH__ >= 900
-        for (; next % (2 * RING_LINEARS); ++next) mbar_arrive(bars + next % RING_LINEARS);
-#endif
-        head = tail = 0;
-        next = freed = 0;
-    }
     /** @brief Chunk q of the ring counted from `from` (q < 2·chunks: at most one wrap). */
     __device__ __forceinline__ uint4 at(unsigned from, unsigned q) const
     {
@@ -2678,20 +2634,17 @@ static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args
  *        v27 (TAGGED_ROWS; v26's steps): v26's kernel with no grid barriers:
  *        every phase's outputs are tagged with the step, and the next phase
  *        polls the words it reads (store_tagged, stage_tagged_rows).
- *        v28 (STEPS_IN_KERNEL; v27's steps): v27's kernel running a.steps
- *        steps, one after the other (see "v28" at the loop's end).
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST = false,
           bool PRODUCER_LAST_WARP = false, bool SHAPED_TRAFFIC = false, bool SPLIT_ATTENTION = false,
           bool PROJ_FIXED_POINT = false, bool LN_FOLDED = false, bool KV_SHIFTS = false, bool LOADS_FIRST = false,
-          bool TAGGED_ROWS = false, bool STEPS_IN_KERNEL = false>
+          bool TAGGED_ROWS = false>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode_step_args a)
 {
     static_assert(!LN_FOLDED || (PROJ_FIXED_POINT && ROWS == 1), "v24 is v23's kernel with the LayerNorms folded");
     static_assert(!KV_SHIFTS || LN_FOLDED, "v25 is v24's kernel with attention's addresses in shifts");
     static_assert(!LOADS_FIRST || (KV_SHIFTS && !MMA), "v26 is v25's kernel with the dot products' loads first");
     static_assert(!TAGGED_ROWS || (LOADS_FIRST && std::is_same<T, __half>::value), "v27 is v26's kernel, tagged");
-    static_assert(!STEPS_IN_KERNEL || TAGGED_ROWS, "v28 is v27's kernel, several steps a launch");
     extern __shared__ __align__(16) unsigned char smem[];
     const int C = a.C, M = a.M, L = a.L, P = 5 * L + 1;
     decode_layer_weights *layers = reinterpret_cast<decode_layer_weights *>(smem); /* [L] */
@@ -2730,11 +2683,8 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
     }
     /* v27: the step's tag, and which half of tagged_acc its proj sums use (read before this block writes anything;
      * block 0 adds 1 as the step ends, after every block's outputs have reached it) */
-    const unsigned epoch = TAGGED_ROWS ? __ldcg(a.epoch) : 0u;
-    unsigned tag = step_tag(epoch); /* v28: step s's, epoch + s */
-    long long *counted_acc = TAGGED_ROWS ? a.tagged_acc + (long long)(epoch & 1) * L * C : nullptr;
-    int s = 0; /* v28: the step of the kernel's a.steps (its inputs at a.tables, … + s·a.input_stride, its keys at
-                * a.best + s·a.best_stride) */
+    const unsigned epoch = TAGGED_ROWS ? __ldcg(a.epoch) : 0u, tag = step_tag(epoch);
+    long long *const counted_acc = TAGGED_ROWS ? a.tagged_acc + (long long)(epoch & 1) * L * C : nullptr;
     __syncthreads();
     /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
     const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
@@ -2778,218 +2728,169 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
         __syncthreads(); /* the mbarriers are initialised before any thread waits on one */
     }
 
-    for (;;) { /* the steps: one, but for v28 */
-        for (int i = 0; i < P; ++i) {
-            if (merged && i < 5 * L && i % 5 == PHASE_PROJ) { /* v21: done in the attention phase; no barrier */
-                ++barrier.phase;
-                continue;
+    for (int i = 0; i < P; ++i) {
+        if (merged && i < 5 * L && i % 5 == PHASE_PROJ) { /* v21: done in the attention phase; no barrier */
+            ++barrier.phase;
+            continue;
+        }
+        const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
+        const bool from_ring = RING && !attention && i < 5 * L; /* before v10, the LM head streams through registers */
+        LinearPhase d;
+        LinearShare share;
+        bool one_pass = false; /* v10: the rows staged and normalised in one pass */
+        bool folded = false;   /* v24: QKV's or fc's LayerNorm, folded into the weights */
+        if (!attention) { /* before the barrier: everything that does not depend on the phase before */
+            d = describe_phase(a, layers, i);
+            if (merged && i % 5 == PHASE_FCPROJ) d.resid = a.att; /* v21: x + proj, as fc's rows left it */
+            share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
+            const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
+            folded = LN_FOLDED && d.ln_w && i < 5 * L;
+            one_pass = !folded && HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too */
+            issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M,
+                                 one_pass || folded ? NULL : d.ln_w, d.ln_b, d.K,
+                                 !HEAD_RING && !from_ring && !head_mma, /* v10: no weights in registers */
+                                 folded ? d.bias + d.N : NULL); /* v24: the folded weights' sums */
+            if (head_mma) head_mma_fetch(share, slot, head_ahead);
+            if (one_pass) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
+        }
+        if (i > 0) {
+            if constexpr (TAGGED_ROWS)
+                barrier.enter(); /* v27: the rows wait for their own words */
+            else
+                barrier.wait();
+        }
+        if (attention) {
+            const decode_layer_weights &W = layers[i / 5];
+            if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a, M * a.H * att_splits) &&
+                ring.is_producer())
+                ring.request();
+            if (merged) { /* v21: the block's head's attention into rows, times its slice of proj */
+                const int j = 4 * (i / 5) + 1;
+                int proj_head; /* -1: a block past G·H, with no head */
+                const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
+                if (proj_head >= 0)
+                    attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS,
+                                    TAGGED_ROWS>(a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head,
+                                                 rows, tag); /* 1 split */
+                __syncthreads(); /* the head's outputs are in rows */
+                if constexpr (LN_FOLDED) barrier.mark(2); /* v24 traces the merged phase: attention done */
+                ring.wait(j);
+                if (proj_head >= 0)
+                    proj_head_dots<T, PROJ_FIXED_POINT, TAGGED_ROWS>(
+                        a, proj, ring, j, rows, proj_head,
+                        TAGGED_ROWS        ? counted_acc + (long long)(i / 5) * C /* v27 */
+                        : PROJ_FIXED_POINT ? proj_acc_row(a, i / 5)
+                                           : nullptr);
+                if constexpr (LN_FOLDED) barrier.mark(3); /* and proj's part */
+                __syncthreads(); /* every read of proj's weights is done: they go back */
+                if (ring.is_producer()) ring.give_back();
+            } else { /* (v27's steps are all merged: its instance here only keeps one copy of attention's shared arrays) */
+                attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS, TAGGED_ROWS>(
+                    a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits, -1, nullptr, tag);
             }
-            const bool attention = i < 5 * L && i % 5 == PHASE_ATTENTION;
-            const bool from_ring = RING && !attention && i < 5 * L; /* before v10, the LM head streams through registers */
-            LinearPhase d;
-            LinearShare share;
-            bool one_pass = false; /* v10: the rows staged and normalised in one pass */
-            bool folded = false;   /* v24: QKV's or fc's LayerNorm, folded into the weights */
-            if (!attention) { /* before the barrier: everything that does not depend on the phase before */
-                d = describe_phase(a, layers, i);
-                if (merged && i % 5 == PHASE_FCPROJ) d.resid = a.att; /* v21: x + proj, as fc's rows left it */
-                share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, MMA && from_ring);
-                const bool head_mma = MMA && !HEAD_RING && i == 5 * L; /* v9's LM head: its own order of loads */
-                folded = LN_FOLDED && d.ln_w && i < 5 * L;
-                one_pass = !folded && HEAD_RING && d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too */
-                issue_phase<T, ROWS>(share, slot, ahead, pre, d.bias, (const T *)d.resid, d.N, M,
-                                     one_pass || folded ? NULL : d.ln_w, d.ln_b, d.K,
-                                     !HEAD_RING && !from_ring && !head_mma, /* v10: no weights in registers */
-                                     folded ? d.bias + d.N : NULL); /* v24: the folded weights' sums */
-                if (head_mma) head_mma_fetch(share, slot, head_ahead);
-                if (one_pass) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
-            }
-            if (i > 0) {
+        } else {
+            if (merged && i % 5 == PHASE_FC) { /* v21: x + proj's bias + the heads' parts, then LayerNorm */
+                const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
                 if constexpr (TAGGED_ROWS)
-                    barrier.enter(); /* v27: the rows wait for their own words */
+                    stage_proj_sum_rows_tagged(a, layers[i / 5].proj_b, counted_acc + (long long)(i / 5) * C,
+                                               tagged_x(a, i / 5), tag, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
                 else
-                    barrier.wait();
-            }
-            if (attention) {
-                const decode_layer_weights &W = layers[i / 5];
-                if (SHAPED_TRAFFIC && HEAD_RING && fp32_requests_at_attention<T>(a, M * a.H * att_splits) &&
-                    ring.is_producer())
-                    ring.request();
-                if (merged) { /* v21: the block's head's attention into rows, times its slice of proj */
-                    const int j = 4 * (i / 5) + 1;
-                    int proj_head; /* -1: a block past G·H, with no head */
-                    const LinearShare proj = proj_head_share<T>(a, W.proj_heads, &proj_head);
-                    if (proj_head >= 0)
-                        attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS,
-                                        TAGGED_ROWS>(a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, 1, proj_head,
-                                                     rows, tag); /* 1 split */
-                    __syncthreads(); /* the head's outputs are in rows */
-                    if constexpr (LN_FOLDED) barrier.mark(2); /* v24 traces the merged phase: attention done */
-                    ring.wait(j);
-                    if (proj_head >= 0)
-                        proj_head_dots<T, PROJ_FIXED_POINT, TAGGED_ROWS>(
-                            a, proj, ring, j, rows, proj_head,
-                            TAGGED_ROWS        ? counted_acc + (long long)(i / 5) * C /* v27 */
-                            : PROJ_FIXED_POINT ? proj_acc_row(a, i / 5)
-                                               : nullptr);
-                    if constexpr (LN_FOLDED) barrier.mark(3); /* and proj's part */
-                    __syncthreads(); /* every read of proj's weights is done: they go back */
-                    if (ring.is_producer()) ring.give_back();
-                } else { /* (v27's steps are all merged: its instance here only keeps one copy of attention's shared arrays) */
-                    attention_phase<T, ROWS, KEEP_FIRST_KV, split_at_rows<ROWS, SPLIT_ATTENTION>(), KV_SHIFTS, TAGGED_ROWS>(
-                        a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits, -1, nullptr, tag);
-                }
-            } else {
-                if (merged && i % 5 == PHASE_FC) { /* v21: x + proj's bias + the heads' parts, then LayerNorm */
-                    const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
-                    if constexpr (TAGGED_ROWS)
-                        stage_proj_sum_rows_tagged(a, layers[i / 5].proj_b, counted_acc + (long long)(i / 5) * C,
-                                                   tagged_x(a, i / 5), tag, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
-                    else
-                        stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, /* v23: one sum a column */
-                                                                 PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
-                                                                 fcproj.n0, fcproj.n0 + fcproj.outs);
-                    if (!folded) stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
-                } else if (TAGGED_ROWS && one_pass) { /* v27: the LM head's row, then its LayerNorm in place */
-                    stage_tagged_rows(tagged_x(a, L), rows, d.K, tag);
-                    stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
-                } else if (one_pass) {
-                    stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
-                } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
-                    stage_attention_rows<T, ROWS>(a, rows, att_splits); /* v18/v19: the parts merged */
-                } else if (TAGGED_ROWS && d.src) { /* v27: QKV's x, fc-proj's hidden layer */
-                    stage_tagged_rows(i % 5 == PHASE_QKV ? tagged_x(a, i / 5) : tagged_hidden(a, i / 5), rows, d.K, tag);
-                } else if (d.src) {
-                    stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
-                } else { /* the first QKV's rows: the embedding (block 0 also writes it to x, the residual stream) */
-                    for (int e = threadIdx.x; e < ROWS * C; e += STEP_THREADS) {
-                        int m = e / C, k = e - m * C;
-                        float v = 0.0f;
-                        if (m < M)
-                            v = load((const T *)a.wte, (long long)(s ? queued_token(a, s, m) : step_token(a, m)) * C + k) +
-                                load((const T *)a.wpe, (long long)__ldg(step_input(a.positions, a, s) + m) * C + k);
-                        store(rows, e, v);
-                        if (blockIdx.x == 0 && m < M) {
-                            if constexpr (TAGGED_ROWS)
-                                store_tagged(tagged_x(a, 0) + e, v, tag); /* v27: fc's rows read it */
-                            else
-                                store((T *)a.x, e, v);
-                        }
-                    }
-                    __syncthreads();
-                }
-                if (d.ln_w && !one_pass && !folded) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
-                if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
-                barrier.mark(2);
-                const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
-                if (from_ring) {
-                    if (ring.is_producer()) /* see RING_PRODUCER: when to request; v20 paces them */
-                        ring.request(a.paced_requests ? paced_request_end(d.linear, i % 5) : RING_ALL_LINEARS);
-                    /* v26: QKV's and fc's (K = 768), their statistics included, wait for their weights themselves */
-                    if (LOADS_FIRST && share.S == 1 && share.chunks == 32 * LOADS_FIRST_LANE_CHUNKS) {
-                        run_phase_ring_loads_first<T>(share, ring, d.linear, rows, partial, folded ? ln_stats : NULL);
-                    } else {
-                        if (folded && threadIdx.x / 32 == STATS_WARP) row_statistics<T>(rows, d.K, ln_stats); /* v24 */
-                        ring.wait(d.linear);
-                        if constexpr (MMA)
-                            run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
+                    stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, /* v23: one sum a column */
+                                                             PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
+                                                             fcproj.n0, fcproj.n0 + fcproj.outs);
+                if (!folded) stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
+            } else if (TAGGED_ROWS && one_pass) { /* v27: the LM head's row, then its LayerNorm in place */
+                stage_tagged_rows(tagged_x(a, L), rows, d.K, tag);
+                stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
+            } else if (one_pass) {
+                stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
+            } else if (SPLIT_ATTENTION && i % 5 == PHASE_PROJ && att_splits > 1) {
+                stage_attention_rows<T, ROWS>(a, rows, att_splits); /* v18/v19: the parts merged */
+            } else if (TAGGED_ROWS && d.src) { /* v27: QKV's x, fc-proj's hidden layer */
+                stage_tagged_rows(i % 5 == PHASE_QKV ? tagged_x(a, i / 5) : tagged_hidden(a, i / 5), rows, d.K, tag);
+            } else if (d.src) {
+                stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
+            } else { /* the first QKV's rows: the embedding (block 0 also writes it to x, the residual stream) */
+                for (int e = threadIdx.x; e < ROWS * C; e += STEP_THREADS) {
+                    int m = e / C, k = e - m * C;
+                    float v = 0.0f;
+                    if (m < M)
+                        v = load((const T *)a.wte, (long long)step_token(a, m) * C + k) +
+                            load((const T *)a.wpe, (long long)__ldg(a.positions + m) * C + k);
+                    store(rows, e, v);
+                    if (blockIdx.x == 0 && m < M) {
+                        if constexpr (TAGGED_ROWS)
+                            store_tagged(tagged_x(a, 0) + e, v, tag); /* v27: fc's rows read it */
                         else
-                            run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+                            store((T *)a.x, e, v);
                     }
-                } else if constexpr (HEAD_RING) { /* the LM head (the only linear not from_ring) */
-                    if (ring.is_producer()) ring.request();
-                    if constexpr (SHAPED_TRAFFIC)
-                        run_head_ring_one_piece<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
-                    else
-                        run_head_ring<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
-                } else if constexpr (MMA) {
-                    run_head_mma<ROWS>(share, slot, head_ahead, rows, d.K, best, a);
-                } else {
-                    run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
                 }
-                barrier.mark(3);
-                if (!head)
-                    finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool,
-                                          folded ? ln_stats : NULL, KV_SHIFTS,
-                                          !TAGGED_ROWS               ? NULL /* v27: the phase's tagged outputs */
-                                          : i % 5 == PHASE_QKV ? tagged_qkv(a, i / 5)
-                                          : i % 5 == PHASE_FC  ? tagged_hidden(a, i / 5)
-                                                               : tagged_x(a, i / 5 + 1),
-                                          tag);
+                __syncthreads();
             }
-            if (i + 1 < P) {
-                if constexpr (TAGGED_ROWS)
-                    barrier.leave();
+            if (d.ln_w && !one_pass && !folded) layernorm_step_rows<T, ROWS, MMA>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+            if (!RING && a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
+            barrier.mark(2);
+            const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
+            if (from_ring) {
+                if (ring.is_producer()) /* see RING_PRODUCER: when to request; v20 paces them */
+                    ring.request(a.paced_requests ? paced_request_end(d.linear, i % 5) : RING_ALL_LINEARS);
+                /* v26: QKV's and fc's (K = 768), their statistics included, wait for their weights themselves */
+                if (LOADS_FIRST && share.S == 1 && share.chunks == 32 * LOADS_FIRST_LANE_CHUNKS) {
+                    run_phase_ring_loads_first<T>(share, ring, d.linear, rows, partial, folded ? ln_stats : NULL);
+                } else {
+                    if (folded && threadIdx.x / 32 == STATS_WARP) row_statistics<T>(rows, d.K, ln_stats); /* v24 */
+                    ring.wait(d.linear);
+                    if constexpr (MMA)
+                        run_phase_ring_mma<ROWS>(share, ring, d.linear, rows, d.K, partial);
+                    else
+                        run_phase_ring<T, ROWS>(share, ring, d.linear, rows, d.K, partial);
+                }
+            } else if constexpr (HEAD_RING) { /* the LM head (the only linear not from_ring) */
+                if (ring.is_producer()) ring.request();
+                if constexpr (SHAPED_TRAFFIC)
+                    run_head_ring_one_piece<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
                 else
-                    barrier.arrive();
+                    run_head_ring<T, ROWS, MMA>(share, ring, 4 * L, rows, d.K, best, a);
+            } else if constexpr (MMA) {
+                run_head_mma<ROWS>(share, slot, head_ahead, rows, d.K, best, a);
+            } else {
+                run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);
             }
-            if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
-                                                     * its bytes go back */
-                ring.give_back();
-            }
+            barrier.mark(3);
+            if (!head)
+                finish_phase<T, ROWS>(d.epilogue, share, partial, pre, d.bias, (T *)d.y, d.N, a, in, d.k_pool, d.v_pool,
+                                      folded ? ln_stats : NULL, KV_SHIFTS,
+                                      !TAGGED_ROWS               ? NULL /* v27: the phase's tagged outputs */
+                                      : i % 5 == PHASE_QKV ? tagged_qkv(a, i / 5)
+                                      : i % 5 == PHASE_FC  ? tagged_hidden(a, i / 5)
+                                                           : tagged_x(a, i / 5 + 1),
+                                      tag);
         }
-        /* the LM head's argmax: the block's best per row (lane m holds row m's; with tensor cores, lanes 4m … 4m + 3),
-         * then one atomic per row */
-        const int best_row = MMA ? threadIdx.x % 32 / 4 : threadIdx.x % 32;
-        if (best_row < M) atomicMax(&block_best[best_row], best);
-        __syncthreads();
-        if (threadIdx.x < M) atomicMax(a.best + (long long)s * a.best_stride + threadIdx.x, block_best[threadIdx.x]);
-        /* v27: the next step's tag, and the keys the next queued step raises (this step read its tokens there) zeroed.
-         * Block 0 gets here only after every block's last fc-proj outputs have reached it, so every block has read this
-         * step's epoch and tokens (the first things it did) */
-        if (TAGGED_ROWS && !STEPS_IN_KERNEL && blockIdx.x == 0) {
-            if (threadIdx.x == 0) atomicAdd(a.epoch, 1u);
-            if (threadIdx.x < M && a.prev_best) a.prev_best[threadIdx.x] = 0;
+        if (i + 1 < P) {
+            if constexpr (TAGGED_ROWS)
+                barrier.leave();
+            else
+                barrier.arrive();
         }
-        barrier.mark(1);
-        if constexpr (!STEPS_IN_KERNEL) break;
-        /*
-         * v28: the next step, in the same kernel. Its token is the argmax of
-         * this one, so it waits for every block's keys: each block counts its
-         * step done with a releasing add (its keys and every output before them
-         * visible first), and the next step starts once the count says all of
-         * them. That is one grid barrier a step where a kernel ended and the
-         * next launched; and what does not depend on the token is done before
-         * it: the next step's inputs (uploaded before the launch) into shared
-         * memory, and its first weights (QKV(0)'s) requested.
-         */
-        if (threadIdx.x < M) block_best[threadIdx.x] = 0; /* the thread that read it: the other atomics were before */
-        __syncthreads(); /* the block's atomics on the keys are done */
-        if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.barrier) : "memory");
-        if (++s == a.steps) break;
-        if (ring.is_producer()) { /* every linear and piece of the step given back (run_head_ring's last round) */
-            ring.restart();
-            ring.request(PACED_FIRST_LINEARS);
+        if (from_ring && ring.is_producer()) { /* the phase's weights were read (finish_phase's __syncthreads):
+                                                 * its bytes go back */
+            ring.give_back();
         }
-        const int *tables_s = step_input(a.tables, a, s); /* step s's inputs, uploaded before the launch */
-        for (int i = threadIdx.x; i < M * a.max_pages; i += STEP_THREADS) tables[i] = __ldg(tables_s + i);
-        if (threadIdx.x < M)
-            in.lens[threadIdx.x] = __ldg(step_input(a.lens, a, s) + threadIdx.x),
-            in.slots[threadIdx.x] = __ldg(step_input(a.slots, a, s) + threadIdx.x);
-        best = 0;
-        /* the counter of steps is read again, not kept in a register: it moves only once every block is done */
-        const unsigned epoch_s = __ldcg(a.epoch) + (unsigned)s;
-        tag = step_tag(epoch_s);
-        counted_acc = a.tagged_acc + (long long)(epoch_s & 1) * L * C;
-        if (threadIdx.x == 0) wait_count(a.barrier, (unsigned)s * gridDim.x); /* every block's step s − 1 */
-        __syncthreads();
-        if (blockIdx.x == 0 && threadIdx.x < M && a.fed_tokens)
-            a.fed_tokens[(long long)s * M + threadIdx.x] = queued_token(a, s, threadIdx.x);
-        /* the half of proj's sums step s − 1 used, zeroed for step s + 1 (every block is past step s − 1's reads; each
-         * block's count at the end of step s releases its zeros before step s + 1 starts) */
-        long long *const used = a.tagged_acc + (long long)((epoch_s + 1) & 1) * L * C;
-        for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < (long long)L * C;
-             k += (long long)gridDim.x * STEP_THREADS)
-            used[k] = 0;
-        barrier.phase = 0;
-        barrier.mark(0);
     }
-    /* v28: the steps' counter, `steps` on, once every block has counted its last step (each reads the counter as
-     * each of its steps starts) */
-    if (STEPS_IN_KERNEL && blockIdx.x == 0 && threadIdx.x == 0) {
-        wait_count(a.barrier, (unsigned)a.steps * gridDim.x);
-        atomicAdd(a.epoch, (unsigned)a.steps);
+    /* the LM head's argmax: the block's best per row (lane m holds row m's; with tensor cores, lanes 4m … 4m + 3),
+     * then one atomic per row */
+    const int best_row = MMA ? threadIdx.x % 32 / 4 : threadIdx.x % 32;
+    if (best_row < M) atomicMax(&block_best[best_row], best);
+    __syncthreads();
+    if (threadIdx.x < M) atomicMax(a.best + threadIdx.x, block_best[threadIdx.x]);
+    /* v27: the next step's tag, and the keys the next queued step raises (this step read its tokens there) zeroed.
+     * Block 0 gets here only after every block's last fc-proj outputs have reached it, so every block has read this
+     * step's epoch and tokens (the first things it did) */
+    if (TAGGED_ROWS && blockIdx.x == 0) {
+        if (threadIdx.x == 0) atomicAdd(a.epoch, 1u);
+        if (threadIdx.x < M && a.prev_best) a.prev_best[threadIdx.x] = 0;
     }
+    barrier.mark(1);
 }
 
 
@@ -3009,7 +2910,7 @@ static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_rin
 /** @brief v7/v8's kernel's static shared memory (its mbarriers, the step's inputs, the reductions' slots): asked of
  *         the runtime once per instantiation, not on every step. */
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST, bool TAGGED_ROWS, bool STEPS_IN_KERNEL>
+          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST, bool TAGGED_ROWS>
 static size_t ring_static_smem()
 {
     static size_t bytes = 0;
@@ -3018,7 +2919,7 @@ static size_t ring_static_smem()
         WB_CUDA_CHECK(cudaFuncGetAttributes(&attr, decode_step_persistent<T, ROWS, true, MMA, HEAD_RING, SHAPED_TRAFFIC,
                                                                           SHAPED_TRAFFIC, SHAPED_TRAFFIC, SPLIT_ATTENTION,
                                                                           PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS,
-                                                                          LOADS_FIRST, TAGGED_ROWS, STEPS_IN_KERNEL>));
+                                                                          LOADS_FIRST, TAGGED_ROWS>));
         bytes = attr.sharedSizeBytes;
     }
     return bytes;
@@ -3039,7 +2940,7 @@ template <int ROWS, bool MMA>
 static constexpr bool mma_at_rows() { return MMA && ROWS >= MMA_MIN_ROWS; }
 
 template <typename T, int ROWS, bool MMA, bool HEAD_RING, bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT,
-          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST, bool TAGGED_ROWS, bool STEPS_IN_KERNEL>
+          bool LN_FOLDED, bool KV_SHIFTS, bool LOADS_FIRST, bool TAGGED_ROWS>
 static size_t ring_step_smem(const decode_step_args *a, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
@@ -3047,7 +2948,7 @@ static size_t ring_step_smem(const decode_step_args *a, int blocks)
                             ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING)) +
            (size_t)ring_largest_share(a->C, blocks, sizeof(T), HEAD_RING) * 16 +
            ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED,
-                            KV_SHIFTS, LOADS_FIRST, TAGGED_ROWS, STEPS_IN_KERNEL>();
+                            KV_SHIFTS, LOADS_FIRST, TAGGED_ROWS>();
 }
 
 /** @brief Why the flags of `a` name no variant of the persistent step (tensor cores, the LM head in the ring), or
@@ -3094,10 +2995,6 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
     if (a->tagged_rows && (!a->loads_first || !a->tagged || !a->tagged_acc || !a->epoch || a->H > 15))
         return "persistent decode step with tagged rows (v27): needs the dot products' loads first (v26), at most 15 "
                "heads (the count's 4 bits), and tagged, tagged_acc and epoch";
-    if (a->steps_in_kernel && (!a->tagged_rows || a->steps < 1 || a->best_stride < a->M || !a->barrier ||
-                               (a->steps > 1 && a->input_stride < 1)))
-        return "persistent decode step with several steps a launch (v28): needs tagged rows (v27), steps >= 1, "
-               "best_stride >= M, a counter (barrier) and, past one step, input_stride >= 1";
     if (a->head_ring && dtype == WB_F16 && !a->tensor_cores)
         return "persistent decode step with the LM head in the ring: in fp16 that is v10, v9's, with tensor_cores";
     return NULL;
@@ -3106,7 +3003,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
 /**
  * @brief Call f(T(), RING, MMA, HEAD_RING, ROWS, EVICT_FIRST,
  *        PRODUCER_LAST_WARP, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST,
- *        TAGGED_ROWS, STEPS_IN_KERNEL) with the storage
+ *        TAGGED_ROWS) with the storage
  *        type and the template arguments
  *        (std::integral_constant values) of the kernel that runs a->M rows
  *        with the flags of `a` (step_flags_refused said yes): v5/v6 no ring;
@@ -3117,8 +3014,7 @@ static const char *step_flags_refused(wb_dtype dtype, const decode_step_args *a)
  *        shaped; v18/v19 v16/v17 with attention split over the idle blocks;
  *        v23 at 1 row with merge_proj, v21's with proj's parts in fixed point;
  *        v24 v23's with the LayerNorms folded; v25 v24's with attention's
- *        addresses in shifts; v26 v25's with the dot products' loads first; v27 v26's with its rows tagged; v28
- *        v27's with several steps a launch.
+ *        addresses in shifts; v26 v25's with the dot products' loads first; v27 v26's with its rows tagged.
  */
 template <typename R, typename F>
 static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
@@ -3128,7 +3024,7 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     auto at_rows = [&](auto t, auto ring, auto mma, auto head_ring, auto evict, auto last_warp, auto shaped,
                        auto split) -> R {
         auto rows = [&](auto n) -> R { /* v23-v26's flags are off below 1 row's merged steps */
-            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no(), no(), no(), no());
+            return f(t, ring, mma, head_ring, n, evict, last_warp, shaped, split, no(), no(), no(), no(), no());
         };
         switch (rows_for(a->M)) { /* tensor cores from MMA_MIN_ROWS rows: mma_at_rows */
         case 1: return rows(std::integral_constant<int, 1>());
@@ -3139,17 +3035,16 @@ static R with_step_kernel(wb_dtype dtype, const decode_step_args *a, F f)
     };
     auto head_ring = [&](auto t, auto mma) -> R { /* v10/v11; v12/v13 with the weights evict-first; v14-v20 */
         if constexpr (std::is_same<decltype(t), __half>::value) { /* v23-v26 (merge_proj is fp16 only), at 1 row */
-            auto merged = [&](auto folded, auto shifts, auto loads_first, auto tagged, auto steps) -> R {
+            auto merged = [&](auto folded, auto shifts, auto loads_first, auto tagged) -> R {
                 return f(t, yes(), mma, yes(), std::integral_constant<int, 1>(), yes(), yes(), yes(), yes(), yes(),
-                         folded, shifts, loads_first, tagged, steps);
+                         folded, shifts, loads_first, tagged);
             };
             if (a->proj_fixed_point && rows_for(a->M) == 1) {
-                if (a->steps_in_kernel) return merged(yes(), yes(), yes(), yes(), yes()); /* v28 */
-                if (a->tagged_rows) return merged(yes(), yes(), yes(), yes(), no());      /* v27 */
-                if (a->loads_first) return merged(yes(), yes(), yes(), no(), no());       /* v26 */
-                if (a->kv_shifts) return merged(yes(), yes(), no(), no(), no());          /* v25 */
-                if (a->ln_folded) return merged(yes(), no(), no(), no(), no());           /* v24 */
-                return merged(no(), no(), no(), no(), no());                              /* v23 */
+                if (a->tagged_rows) return merged(yes(), yes(), yes(), yes()); /* v27 */
+                if (a->loads_first) return merged(yes(), yes(), yes(), no());  /* v26 */
+                if (a->kv_shifts) return merged(yes(), yes(), no(), no());     /* v25 */
+                if (a->ln_folded) return merged(yes(), no(), no(), no());      /* v24 */
+                return merged(no(), no(), no(), no());                         /* v23 */
             }
         }
         if (a->split_attention) return at_rows(t, yes(), mma, yes(), yes(), yes(), yes(), yes());
@@ -3181,11 +3076,11 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
     return with_step_kernel<size_t>(
         dtype, a,
         [&](auto t, auto, auto mma, auto head_ring, auto rows, auto, auto, auto shaped, auto split, auto fixed,
-            auto folded, auto shifts, auto loads_first, auto tagged, auto steps) {
+            auto folded, auto shifts, auto loads_first, auto tagged) {
             return ring_step_smem<decltype(t), decltype(rows)::value, decltype(mma)::value, decltype(head_ring)::value,
                                   decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
                                   decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value,
-                                  decltype(tagged)::value, decltype(steps)::value>(a, sms);
+                                  decltype(tagged)::value>(a, sms);
         });
 }
 
@@ -3196,13 +3091,13 @@ size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a)
  */
 template <typename T, int ROWS, bool RING, bool MMA, bool HEAD_RING, bool EVICT_FIRST, bool PRODUCER_LAST_WARP,
           bool SHAPED_TRAFFIC, bool SPLIT_ATTENTION, bool PROJ_FIXED_POINT, bool LN_FOLDED, bool KV_SHIFTS,
-          bool LOADS_FIRST, bool TAGGED_ROWS, bool STEPS_IN_KERNEL>
+          bool LOADS_FIRST, bool TAGGED_ROWS>
 static const char *launch_step_rows(const decode_step_args *a, size_t smem, int blocks)
 {
     constexpr bool TC = mma_at_rows<ROWS, MMA>();
     auto kernel = decode_step_persistent<T, ROWS, RING, TC, HEAD_RING, EVICT_FIRST, PRODUCER_LAST_WARP, SHAPED_TRAFFIC,
                                          SPLIT_ATTENTION, PROJ_FIXED_POINT, LN_FOLDED, KV_SHIFTS, LOADS_FIRST,
-                                         TAGGED_ROWS, STEPS_IN_KERNEL>;
+                                         TAGGED_ROWS>;
     static size_t asked_smem = 0; /* asked of the runtime once per size, not on every step */
     static int per_sm = 0;
     decode_step_args args = *a;
@@ -3211,7 +3106,7 @@ static const char *launch_step_rows(const decode_step_args *a, size_t smem, int 
                                          ring_plan_entries(a->L, a->V, blocks, sizeof(T), HEAD_RING));
         size_t limit = wb_current_smem_per_block(),
                used = offset + ring_static_smem<T, ROWS, TC, HEAD_RING, SHAPED_TRAFFIC, SPLIT_ATTENTION, PROJ_FIXED_POINT,
-                                                LN_FOLDED, KV_SHIFTS, LOADS_FIRST, TAGGED_ROWS, STEPS_IN_KERNEL>();
+                                                LN_FOLDED, KV_SHIFTS, LOADS_FIRST, TAGGED_ROWS>();
         args.ring_chunks = limit > used ? (unsigned)((limit - used) / 16) : 0;
         if (TC) /* 128-byte lines: a row that wraps keeps its fragments' banks (run_phase_ring_mma) */
             args.ring_chunks &= ~(unsigned)(MMA_SEGMENT_CHUNKS - 1);
@@ -3261,13 +3156,8 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     if (const char *why = step_flags_refused(dtype, a)) return why;
     if (a->merge_proj && sms < a->H)
         return "persistent decode step with attention and proj in one phase (v21): needs at least one block (SM) a head";
-    if (a->steps_in_kernel) { /* v28: every step's keys, and the count of the steps done */
-        WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, ((size_t)(a->steps - 1) * a->best_stride + a->M) * sizeof *a->best,
-                                      cudaStreamPerThread));
-        if (!a->barrier_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->barrier, 0, sizeof(unsigned), cudaStreamPerThread));
-    } else if (a->tagged_rows) { /* v27 meets no barrier, and zeroes no keys as it starts: nothing would order the zero
-                                  * before the LM head's atomics (engine_generate's queued steps zero them for the step
-                                  * after) */
+    if (a->tagged_rows) { /* v27 meets no barrier, and zeroes no keys as it starts: nothing would order the zero before
+                           * the LM head's atomics (engine_generate's queued steps zero them for the step after) */
         if (!a->best_zeroed)
             WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, (size_t)a->M * sizeof *a->best, cudaStreamPerThread));
     } else if (!a->barrier_zeroed) {
@@ -3275,12 +3165,11 @@ const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a)
     }
     return with_step_kernel<const char *>(dtype, a, [&](auto t, auto ring, auto mma, auto head_ring, auto rows,
                                                         auto evict, auto last_warp, auto shaped, auto split, auto fixed,
-                                                        auto folded, auto shifts, auto loads_first, auto tagged,
-                                                        auto steps) {
+                                                        auto folded, auto shifts, auto loads_first, auto tagged) {
         return launch_step_rows<decltype(t), decltype(rows)::value, decltype(ring)::value, decltype(mma)::value,
                                 decltype(head_ring)::value, decltype(evict)::value, decltype(last_warp)::value,
                                 decltype(shaped)::value, decltype(split)::value, decltype(fixed)::value,
                                 decltype(folded)::value, decltype(shifts)::value, decltype(loads_first)::value,
-                                decltype(tagged)::value, decltype(steps)::value>(a, smem, sms);
+                                decltype(tagged)::value>(a, smem, sms);
     });
 }

@@ -193,8 +193,7 @@ typedef struct {
                                     memset, unless best_zeroed) */
     int best_zeroed;           /**< v27: best is zero already (engine_generate: the queued v27 step before zeroed
                                     it as it ended) */
-    unsigned *barrier;         /**< one counter for the grid barriers (none in v27; v28 counts its blocks' steps done
-                                    there); the launcher zeroes it, unless... */
+    unsigned *barrier;         /**< one counter for the grid barriers (none in v27); the launcher zeroes it, unless... */
     int barrier_zeroed;        /**< ... the caller did (engine_generate: the queued steps' counters, in one memset) */
     int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
     int weight_ring;           /**< v7/v8 (sm_90): the copy engine brings each block's weights into a ring in its
@@ -249,16 +248,7 @@ typedef struct {
                                     step's) */
     long long *tagged_acc;     /**< v27: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
                                     epoch & 1 and zeroes the other half for the step after */
-    unsigned *epoch;           /**< v27: the steps so far (one counter; the step's block 0 adds 1 as it ends; v28's
-                                    block 0 adds `steps` once every block has read it) */
-    int steps_in_kernel;       /**< v28 (with tagged_rows): the kernel runs `steps` steps one after the other, each
-                                    fed the argmax of the one before, the blocks meeting once a step (on `barrier`)
-                                    instead of ending and launching again (kernels.cu: decode_step_persistent) */
-    int steps;                 /**< v28: the steps of this launch (1 for one step; read only with steps_in_kernel) */
-    long long input_stride;    /**< v28: bytes from a step's inputs to the next's: step s reads slots, positions,
-                                    tables and lens at these pointers + s·input_stride */
-    int best_stride;           /**< v28: keys from a step's argmax keys to the next's: step s raises best +
-                                    s·best_stride (all zeroed by the launcher), step s + 1 reads its tokens there */
+    unsigned *epoch;           /**< v27: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
 } decode_step_args;
 
 /** @brief v27: words of decode_step_args.tagged: x before each layer and after the last, [L + 1][C]; each layer's
@@ -306,8 +296,7 @@ static inline long long decode_att_parts_floats(int H)
 size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a);
 
 /** @brief Launch one persistent decode step (a memset, unless barrier_zeroed, or in v27 best_zeroed, and one
- *         cooperative kernel; v28: `steps` steps, the memsets of their keys and of the counter unless
- *         barrier_zeroed); NULL, or why not. */
+ *         cooperative kernel); NULL, or why not. */
 const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);
 
 /**

@@ -44,11 +44,10 @@
  *  are worked out beside them; v25 is v24 with attention's K/V addresses worked out with shifts instead of a
  *  division, and no branch a token; v26 is v25 with QKV's and fc's dot products loading a unit's weights before
  *  the first multiply, the row converted once for all of a warp's units; v27 is v26 with no grid barriers: every
- *  output word carries the step's tag, and each phase polls the rows it reads; v28 is v27 with a queue's steps in
- *  one kernel: the blocks meet once a step, on the argmax, where a kernel ended and the next began. */
+ *  output word carries the step's tag, and each phase polls the rows it reads. */
 static const char *const variant_ids[] = {"v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",
                                           "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18",
-                                          "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", NULL};
+                                          "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", NULL};
 static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 storage",
                                            "fp16 storage, tensor cores, fp32 accumulation",
                                            "v1 + fused decode step (LayerNorm, epilogues, K/V append in the GEMVs)",
@@ -75,9 +74,8 @@ static const char *const variant_what[] = {"fp32: stage 03-09 kernels, fp32 stor
                                            "v23 + LayerNorms folded into the weights (sm_90)",
                                            "v24 + attention's K/V addresses in shifts (sm_90)",
                                            "v25 + the dot products' loads first, the row once (sm_90)",
-                                           "v26 + no grid barriers: rows tagged with the step, polled (sm_90)",
-                                           "v27 + a queue's steps in one kernel, meeting once a step (sm_90)"};
-enum { N_VARIANTS = 28 };
+                                           "v26 + no grid barriers: rows tagged with the step, polled (sm_90)"};
+enum { N_VARIANTS = 27 };
 
 /** @brief Each variant's storage, and its decode path (engine_init): 0 v1/v2's kernels, 1 the fused step (v3, v4),
  *  2 the persistent step (v5, v6), 3 with the weight ring (v7, v8), 4 with tensor cores (v9), 5 with the LM head in
@@ -88,8 +86,7 @@ enum { N_VARIANTS = 28 };
  *  context one pass covers (v22, fp16 only), 13 with proj's parts summed as they are stored (v23, fp16 only), 14
  *  with QKV's and fc's LayerNorm folded into their weights (v24, fp16 only), 15 with attention's K/V addresses
  *  in shifts (v25, fp16 only), 16 with QKV's and fc's dot products loading their weights first (v26, fp16 only), 17 with
- *  no grid barriers, each phase polling its tagged rows (v27, fp16 only), 18 with a queue's steps in one kernel (v28,
- *  fp16 only).
+ *  no grid barriers, each phase polling its tagged rows (v27, fp16 only).
  *  A non-zero path prefills with v1's or v2's kernels. */
 static const struct {
     wb_dtype dtype;
@@ -98,8 +95,7 @@ static const struct {
                                {WB_F32, 3}, {WB_F16, 3}, {WB_F16, 4}, {WB_F16, 5}, {WB_F32, 5}, {WB_F16, 6},
                                {WB_F32, 6}, {WB_F16, 7}, {WB_F32, 7}, {WB_F16, 8}, {WB_F32, 8}, {WB_F16, 9},
                                {WB_F32, 9}, {WB_F16, 10}, {WB_F16, 11}, {WB_F16, 12}, {WB_F16, 13},
-                               {WB_F16, 14}, {WB_F16, 15}, {WB_F16, 16}, {WB_F16, 17},
-                               {WB_F16, 18}};
+                               {WB_F16, 14}, {WB_F16, 15}, {WB_F16, 16}, {WB_F16, 17}};
 /** @brief Storage of variant v (0-based). */
 static wb_dtype variant_dtype(int v)
 {
@@ -320,26 +316,22 @@ static int check_model(const gpt2_model *m, int v, int full_size, int *checks)
         printf("  %-58s %s\n", "steps queued on the GPU choose the tokens of (2)", same ? "ok" : "FAIL");
         failed += !same, ++*checks;
     }
-    /* (5b) the same at 1 row, where v21-v28's merged steps run: sequence 0 alone, its steps one by one (engine_decode,
-     * each fed the token the step before chose), then queued (engine_generate, 16 at a time): the same tokens. v27's
-     * queued steps zero the keys of the step after them, and its steps one by one get a memset; v28 runs a queue's
-     * steps in one kernel, so its 16 steps take a new page of the cache (16 tokens a page) and the next queue's 4
-     * start from the keys of the first's last step */
+    /* (5b) the same at 1 row, where v21-v27's merged steps run: sequence 0 alone, its steps one by one (engine_decode,
+     * each fed the token the step before chose), then queued (engine_generate, 4 at a time): the same tokens. v27's
+     * queued steps zero the keys of the step after them, and its steps one by one get a memset */
     {
-        enum { ROW_STEPS = 20, ROW_QUEUE = 16 };
-        int seq = 0, first_by_step, first_queued, tok, by_step[ROW_STEPS], queued[ROW_STEPS], same = 1;
+        int seq = 0, first_by_step, first_queued, tok, by_step[STEPS], queued[STEPS], same = 1;
         why = engine_prefill(&e, 1, &seq, tokens + offs[0], &lens[0], &first_by_step, NULL);
         tok = first_by_step;
-        for (int s = 0; s < ROW_STEPS && !why; ++s)
-            why = engine_decode(&e, 1, &seq, &tok, &by_step[s], NULL), tok = by_step[s];
+        for (int s = 0; s < STEPS && !why; ++s) why = engine_decode(&e, 1, &seq, &tok, &by_step[s], NULL), tok = by_step[s];
         engine_release(&e, seq);
         if (!why) why = engine_prefill(&e, 1, &seq, tokens + offs[0], &lens[0], &first_queued, NULL);
-        e.queue_steps = ROW_QUEUE;
-        if (!why) why = engine_generate(&e, 1, &seq, &first_queued, ROW_STEPS, queued);
+        e.queue_steps = 4;
+        if (!why) why = engine_generate(&e, 1, &seq, &first_queued, STEPS, queued);
         e.queue_steps = ENGINE_QUEUE_STEPS;
         engine_release(&e, seq);
         same = !why && first_queued == first_by_step;
-        for (int s = 0; s < ROW_STEPS && same; ++s) same &= queued[s] == by_step[s];
+        for (int s = 0; s < STEPS && same; ++s) same &= queued[s] == by_step[s];
         if (why) printf("  queued steps, 1 row: %s\n", why);
         printf("  %-58s %s\n", "1 row: steps queued choose the tokens of steps one by one", same ? "ok" : "FAIL");
         failed += !same, ++*checks;
