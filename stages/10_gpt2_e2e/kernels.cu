@@ -2541,6 +2541,8 @@ static __device__ void stage_proj_sum_rows_tagged(const decode_step_args &a, con
     const int C = a.C;
     const long long H = a.H;
     for (int c = threadIdx.x * 4; c < C; c += STEP_THREADS * 4) {
+        /* the bias first: asked for after the poll, its trip to L2 came after the last part had landed */
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(proj_b + c));
         longlong2 s01, s23;
         uint4 xw;
         do {
@@ -2549,7 +2551,6 @@ static __device__ void stage_proj_sum_rows_tagged(const decode_step_args &a, con
                    (s23.y & 15) == H));
         const long long sum[4] = {s01.x, s01.y, s23.x, s23.y};
         const unsigned xs[4] = {xw.x, xw.y, xw.z, xw.w};
-        const float4 b = __ldg(reinterpret_cast<const float4 *>(proj_b + c));
         const float bias[4] = {b.x, b.y, b.z, b.w};
         bool flagged = false;
 #pragma unroll
