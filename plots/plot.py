@@ -437,14 +437,13 @@ def best_summary(rows):
     groups = group_by_problem(rows).items()
     if stage == "10":  # the GEMV lesson's rows come first in the CSV; the line names prefill and decode
         groups = [(key, rs) for key, rs in groups if not key[0].startswith("decode linear alone")]
-    # batch-1 decode: the fastest of the two ways a step is launched (one CUDA graph a step, the host waiting for
-    # its token; or steps queued on the GPU, each reading the token the step before chose), the way named
+    # stage 10's batch-1 decode: the fastest of the two ways a step is launched (one CUDA graph a step, the host
+    # waiting for its token; or steps queued on the GPU, each reading the token the step before chose), the way named
     decode_modes = {"greedy decode, batch 1, CUDA graph": "one CUDA graph a step",
                     "greedy decode, batch 1, steps queued on the GPU": "steps queued on the GPU"}
-    decode_rows = [r for (problem, _), rs in groups if problem in decode_modes for r in rs]
     for i, ((problem, _), rs) in enumerate(groups):
         if stage == "10" and problem == "greedy decode, batch 1, CUDA graph":
-            best = max(decode_rows, key=lambda r: r["throughput"])
+            best = max((r for (p, _), prs in groups if p in decode_modes for r in prs), key=lambda r: r["throughput"])
             if finite(best["pct_roof"]):
                 parts.append(f"{best['variant']}: {best['pct_roof']:.0f}% of the weight-streaming limit "
                              f"({best['throughput']:.0f} tok/s, batch-1 greedy decode, "

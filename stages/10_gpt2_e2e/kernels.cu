@@ -2686,6 +2686,10 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
      * block 0 adds 1 as the step ends, after every block's outputs have reached it) */
     const unsigned epoch = TAGGED_ROWS ? __ldcg(a.epoch) : 0u, tag = step_tag(epoch);
     long long *const counted_acc = TAGGED_ROWS ? a.tagged_acc + (long long)(epoch & 1) * L * C : nullptr;
+    /* v23: layer l's row of proj's fixed-point sums (v27: of this step's half of the counted ones) */
+    auto proj_sums = [&](int l) -> long long * {
+        return TAGGED_ROWS ? counted_acc + (long long)l * C : PROJ_FIXED_POINT ? proj_acc_row(a, l) : nullptr;
+    };
     __syncthreads();
     /* v21: attention and proj one phase (at 1 row); then attention is not split, each block computes its head's */
     const bool merged = merge_at_rows<ROWS, SPLIT_ATTENTION>() && a.merge_proj;
@@ -2777,11 +2781,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
                 if constexpr (LN_FOLDED) barrier.mark(2); /* v24 traces the merged phase: attention done */
                 ring.wait(j);
                 if (proj_head >= 0)
-                    proj_head_dots<T, PROJ_FIXED_POINT, TAGGED_ROWS>(
-                        a, proj, ring, j, rows, proj_head,
-                        TAGGED_ROWS        ? counted_acc + (long long)(i / 5) * C /* v27 */
-                        : PROJ_FIXED_POINT ? proj_acc_row(a, i / 5)
-                                           : nullptr);
+                    proj_head_dots<T, PROJ_FIXED_POINT, TAGGED_ROWS>(a, proj, ring, j, rows, proj_head, proj_sums(i / 5));
                 if constexpr (LN_FOLDED) barrier.mark(3); /* and proj's part */
                 __syncthreads(); /* every read of proj's weights is done: they go back */
                 if (ring.is_producer()) ring.give_back();
@@ -2793,12 +2793,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             if (merged && i % 5 == PHASE_FC) { /* v21: x + proj's bias + the heads' parts, then LayerNorm */
                 const LinearShare fcproj = share_of<T>(layers[i / 5].fcproj_wt, a.C, 4 * a.C, true);
                 if constexpr (TAGGED_ROWS)
-                    stage_proj_sum_rows_tagged(a, layers[i / 5].proj_b, counted_acc + (long long)(i / 5) * C,
-                                               tagged_x(a, i / 5), tag, rows, fcproj.n0, fcproj.n0 + fcproj.outs);
+                    stage_proj_sum_rows_tagged(a, layers[i / 5].proj_b, proj_sums(i / 5), tagged_x(a, i / 5), tag, rows, fcproj.n0,
+                                               fcproj.n0 + fcproj.outs);
                 else
-                    stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, /* v23: one sum a column */
-                                                             PROJ_FIXED_POINT ? proj_acc_row(a, i / 5) : nullptr, rows,
-                                                             fcproj.n0, fcproj.n0 + fcproj.outs);
+                    stage_proj_sum_rows<T, PROJ_FIXED_POINT>(a, layers[i / 5].proj_b, proj_sums(i / 5), /* v23: one sum a column */
+                                                             rows, fcproj.n0, fcproj.n0 + fcproj.outs);
                 if (!folded) stage_layernorm_rows<T, ROWS, true>(rows, rows, M, d.K, pre, a);
             } else if (TAGGED_ROWS && one_pass) { /* v27: the LM head's row, then its LayerNorm in place */
                 stage_tagged_rows(tagged_x(a, L), rows, d.K, tag);
