@@ -172,7 +172,13 @@ void wb_print_usage(FILE *out, const wb_program *prog, const wb_option *extra, i
     for (int i = 0; i < n_extra; ++i) print_option(out, &extra[i]);
     fprintf(out, "common options:\n");
     for (int i = 0; i < N_COMMON; ++i) print_option(out, &table[i]);
-    fprintf(out, "  %-20s %s\n\nvariants: %s\n", "--help", "this text", ids);
+    fprintf(out, "  %-20s %s\n\n", "--help", "this text");
+    if (prog->variant_help) {
+        fprintf(out, "variants (--variant ID):\n");
+        for (int i = 0; prog->variant_ids[i]; ++i) fprintf(out, "  %-6s %s\n", prog->variant_ids[i], prog->variant_help[i]);
+    } else {
+        fprintf(out, "variants: %s\n", ids);
+    }
     fprintf(out, "exit codes: 0 all good, 1 a check failed, 2 bad arguments, 77 no CUDA device\n");
 }
 

@@ -46,6 +46,8 @@ typedef struct {
     const char *name;                /**< "stage01_vector_add" */
     const char *summary;             /**< "c = a + b, fp32 and fp16" */
     const char *const *variant_ids;  /**< NULL-terminated ids for --variant: "v1", …, "cub" */
+    const char *const *variant_help; /**< NULL, or one line per id for --help: the variant's idea, the hardware it
+                                          needs, the problems it takes */
 } wb_program;
 
 /** @brief The options every stage program takes. */

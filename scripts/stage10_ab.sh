@@ -23,8 +23,11 @@
 # the same for the base tree (git archive REV into a folder, cmake -S there
 # -B build90base; carry build90base/bin). Two binaries fit in the carry.
 #
-# Usage: [AB_BASE=DIR | AB_BASE_BIN=FILE] [AB_NEW_BIN=FILE] [CHECKS="v22 v21"] [SANITIZE="v22"]
-#        scripts/stage10_ab.sh new:v22 base:v21 ...
+# NEW_ARGS and BASE_ARGS are added to each tree's --bench (NEW_ARGS="--dtype fp16": this tree's variants run in
+# both precisions unless told).
+#
+# Usage: [AB_BASE=DIR | AB_BASE_BIN=FILE] [AB_NEW_BIN=FILE] [CHECKS="v7 v6"] [SANITIZE="v7"] [NEW_ARGS=...]
+#        scripts/stage10_ab.sh new:v7 base:v6 ...
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT/ab"
@@ -60,9 +63,9 @@ done
 run=0
 for spec in "$@"; do
   tree=${spec%%:*} v=${spec#*:} run=$((run + 1))
-  [[ $tree == base ]] && bin=$BASE || bin=$NEW
+  [[ $tree == base ]] && bin=$BASE extra=${BASE_ARGS:-} || bin=$NEW extra=${NEW_ARGS:-}
   name=$(printf '%02d_%s_%s' $run "$tree" "$v")
-  timeout 120 $bin --bench --variant "$v" --csv "$OUT/ab/$name.csv" > "$OUT/ab/$name.log" 2>&1
+  timeout 120 $bin --bench --variant "$v" $extra --csv "$OUT/ab/$name.csv" > "$OUT/ab/$name.log" 2>&1
   echo "== $spec: exit $?, $(elapsed)"
   [[ -s "$OUT/ab/$name.csv" ]] || { tail -1 "$OUT/ab/$name.log"; continue; }
   python3 - "$OUT/ab/$name.csv" <<'PY'
@@ -70,7 +73,7 @@ import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
     p = r["problem"]
     if p.startswith(("greedy decode", "serving, batch 1,", "serving, batch 8,")):
-        print(f"   {p[:55]:55s} {float(r['time_ms']) * 1000:8.1f} µs")
+        print(f"   {p[:62]:62s} {float(r['time_ms']) * 1000:8.1f} µs")
 PY
   grep -A8 "inside one step, batch 1, context 130" "$OUT/ab/$name.log" | grep -v "^ *phase" | cut -c1-100
 done

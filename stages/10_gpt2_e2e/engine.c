@@ -64,7 +64,7 @@ static void *device_zeroed(size_t bytes, const char *what)
 }
 
 /**
- * v24: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; kernels.cu: row_statistics),
+ * v7: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; decode_tagged.cu: row_statistics),
  * uploaded: the folded weights as [N][K], like the others, into *w_out; [2][N], the bias with the shifts folded in
  * and then the sums of each output's folded weights, into *bias_out.
  */
@@ -93,7 +93,7 @@ static size_t step_inputs_at(void *base, int max_seqs, int pages_per_seq, engine
     return (size_t)((char *)(v->tables + (size_t)max_seqs * pages_per_seq) - (char *)base);
 }
 
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int decode_path, int max_seqs,
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int variant, int max_seqs,
                         int max_tokens)
 {
     memset(e, 0, sizeof *e);
@@ -111,33 +111,24 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (decode_path < 0 || decode_path > 17) return "decode_path must be 0..17 (see engine.h)";
+    if (variant < 1 || variant > 7) return "the decode variant must be 1..7 (see engine.h)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
-    int fused_decode = decode_path >= 1;
-    if (fused_decode && C % 8) return "the fused decode (v3) needs C to be a multiple of 8 (16-byte loads of fp16)";
-    if (decode_path >= 2 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v5) needs heads of 64";
-    if (decode_path >= 3 && cc < 90) return "the weight ring (v7-v27) needs sm_90: the copy engine's bulk copies";
-    if (decode_path == 4 && dtype != WB_F16) return "the step on tensor cores (v9) takes fp16";
-    if (decode_path >= 10 && dtype != WB_F16) return "the step with paced requests (v20-v27) takes fp16";
+    int fused_decode = variant >= 2;
+    if (fused_decode && C % 8) return "the fused decode (v2) needs C to be a multiple of 8 (16-byte loads of fp16)";
+    if (variant >= 3 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v3-v7) needs heads of 64";
+    if (variant >= 4 && cc < 90) return "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies";
+    if (variant >= 6 && dtype != WB_F16) return "attention and proj in one phase (v6, v7) take fp16";
+    e->variant = variant;
     e->fused_decode = fused_decode;
-    e->persistent_decode = decode_path >= 2;
-    e->weight_ring = decode_path >= 3;
-    e->tensor_core_dots = decode_path == 4 || (decode_path >= 5 && dtype == WB_F16); /* v9, v10, v12, v14, v16, v18, v20 */
-    e->head_in_ring = decode_path >= 5;        /* v10, v12, ..., v20 (fp16), v11, v13, ..., v19 (fp32) */
-    e->weights_evict_first = decode_path >= 6; /* v12-v20 */
-    e->producer_last_warp = decode_path >= 7;  /* v14-v20 */
-    e->shaped_traffic = decode_path >= 8;      /* v16-v20 */
-    e->split_attention = decode_path >= 9;     /* v18-v23 */
-    e->paced_requests = decode_path >= 10;     /* v20-v27 */
-    e->merge_proj = decode_path >= 11;         /* v21-v27 */
-    e->merge_one_pass = decode_path >= 12;     /* v22-v27 */
-    e->proj_fixed_point = decode_path >= 13;   /* v23-v27 */
-    e->ln_folded = decode_path >= 14;          /* v24-v27 */
-    e->kv_shifts = decode_path >= 15;          /* v25-v27 */
-    e->loads_first = decode_path >= 16;        /* v26, v27 */
-    e->tagged_rows = decode_path == 17;        /* v27 */
+    /* the persistent kernel of every step, and v6's or v7's for the steps of 1 sequence they take */
+    e->step = variant == 3 ? gpt2_step_persistent : variant == 4 ? gpt2_step_ring : variant >= 5 ? gpt2_step_ring_head : NULL;
+    e->step_smem = variant == 3 ? gpt2_step_persistent_smem : variant == 4 ? gpt2_step_ring_smem
+                   : variant >= 5                          ? gpt2_step_ring_head_smem
+                                                           : NULL;
+    e->merged_step = variant == 6 ? gpt2_step_merged : variant == 7 ? gpt2_step_tagged : NULL;
+    e->merged_step_smem = variant == 6 ? gpt2_step_merged_smem : variant == 7 ? gpt2_step_tagged_smem : NULL;
     const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
     e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
@@ -158,8 +149,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
                       &e->fc_wt_folded};
     float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b,  &e->fcproj_b,     &e->ln1_w,
                        &e->ln1_b, &e->ln2_w,  &e->ln2_b, &e->qkv_b_folded, &e->fc_b_folded};
-    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL without v3, by head
-                                                                  * without v21, folded without v24 */
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL in v1, by head
+                                                                  * before v6, folded before v7 */
         *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
         memset(*mats[i], 0, (size_t)L * sizeof(void *));
     }
@@ -175,7 +166,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->proj_w[l] = wb_device_upload(b->proj_w, (size_t)C * C, dtype, "proj weight");
         e->fc_w[l] = wb_device_upload(b->fc_w, (size_t)C * 4 * C, dtype, "fc weight");
         e->fcproj_w[l] = wb_device_upload(b->fcproj_w, (size_t)4 * C * C, dtype, "fc proj weight");
-        if (fused_decode) { /* prefill's GEMM reads [K][N], v3's decode linear [N][K]: both are kept */
+        if (fused_decode) { /* prefill's GEMM reads [K][N], v2's decode linear [N][K]: both are kept */
             e->qkv_wt[l] = wb_device_upload_transposed(b->qkv_w, C, 3 * C, dtype, "qkv weight, transposed");
             e->proj_wt[l] = wb_device_upload_transposed(b->proj_w, C, C, dtype, "proj weight, transposed");
             e->fc_wt[l] = wb_device_upload_transposed(b->fc_w, C, 4 * C, dtype, "fc weight, transposed");
@@ -183,7 +174,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         }
         e->qkv_b[l] = upload_f32(b->qkv_b, (size_t)3 * C, "qkv bias");
         e->proj_b[l] = upload_f32(b->proj_b, (size_t)C, "proj bias");
-        if (e->merge_proj) { /* v21: proj_wt ([C][C], each output's C inputs) by head: [H][C][64] */
+        if (e->merged_step) { /* v6, v7: proj_wt ([C][C], each output's C inputs) by head: [H][C][64] */
             const size_t es = wb_dtype_bytes(dtype);
             e->proj_heads[l] = wb_device_alloc((size_t)C * C * es, "proj weight by head");
             for (int h = 0; h < H; ++h) /* head h's 64 inputs of every output, one 2-D copy */
@@ -197,7 +188,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->ln1_b[l] = upload_f32(b->ln1_b, (size_t)C, "ln_1 bias");
         e->ln2_w[l] = upload_f32(b->ln2_w, (size_t)C, "ln_2 weight");
         e->ln2_b[l] = upload_f32(b->ln2_b, (size_t)C, "ln_2 bias");
-        if (e->ln_folded) { /* v24: ln_1 into QKV, ln_2 into fc */
+        if (variant == 7) { /* v7: ln_1 into QKV, ln_2 into fc */
             TRY(upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, dtype, &e->qkv_wt_folded[l],
                                &e->qkv_b_folded[l]));
             TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, dtype, &e->fc_wt_folded[l],
@@ -217,7 +208,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->v_pool[l] = wb_device_alloc(pool, "V pool");
     }
 
-    if (e->persistent_decode) { /* v5 reads every block's pointers from one table */
+    if (e->step) { /* v3-v7 read every block's pointers from one table */
         decode_layer_weights *t = wb_host_alloc((size_t)L * sizeof *t, "layer table");
         for (int l = 0; l < L; ++l)
             t[l] = (decode_layer_weights){e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], e->qkv_b[l],
@@ -226,7 +217,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
                                           e->proj_heads[l], NULL};
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
-        if (e->ln_folded) { /* v24: the same table, QKV's and fc's weights and biases folded */
+        if (variant == 7) { /* v7: the same table, QKV's and fc's weights and biases folded */
             for (int l = 0; l < L; ++l) {
                 t[l].qkv_wt = e->qkv_wt_folded[l], t[l].qkv_b = e->qkv_b_folded[l];
                 t[l].fc_wt = e->fc_wt_folded[l], t[l].fc_b = e->fc_b_folded[l];
@@ -237,16 +228,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         free(t);
         e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
     }
-    if (e->merge_proj) /* v21: each head's part of proj's outputs, [H][C] */
-        e->d_proj_parts = wb_device_alloc((size_t)H * C * sizeof(float), "proj's parts by head");
-    if (e->proj_fixed_point) /* v23: every layer's sums of proj's parts (the step zeroes them as it starts) */
+    if (variant == 6) /* every layer's sums of proj's parts (the step zeroes them as it starts) */
         e->d_proj_acc = wb_device_alloc((size_t)L * DECODE_PROJ_ACC_ROW(C) * sizeof(long long), "proj's fixed-point sums");
-    if (e->tagged_rows) { /* v27: zeroed once: tag 0 is no step's, and the first step's sums start at zero */
+    if (variant == 7) { /* zeroed once: tag 0 is no step's, and the first step's sums start at zero */
         e->d_tagged = device_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
         e->d_tagged_acc = device_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
         e->d_epoch = device_zeroed(sizeof(unsigned), "steps' counter");
     }
-    if (e->split_attention) { /* v18/v19; NaN until a split writes its part, so that a part never written shows */
+    if (variant >= 5) { /* v5's split attention; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
         WB_CUDA_CHECK(cudaMemset(e->d_att_parts, 0xff, bytes));
@@ -288,7 +277,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->d_slots = wb_device_alloc(R * 8, "slots");
     e->h_slots = wb_host_alloc(R * 8, "slots");
     /* a decode step's inputs: one block, pinned on the host, so that one asynchronous copy uploads them (five
-     * synchronous copies cost ~50 µs a step, a quarter of v5's step) */
+     * synchronous copies cost ~50 µs a step, a quarter of v3's step) */
     size_t step_bytes = step_inputs_at(NULL, max_seqs, pages_per_seq, &e->step_h);
     void *host;
     WB_CUDA_CHECK(cudaMallocHost(&host, step_bytes));
@@ -320,16 +309,16 @@ void engine_free(gpt2_engine *e)
     for (int l = 0; e->qkv_w && l < e->cfg.n_layer; ++l) {
         void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
-                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL unless v3 */
-                     e->proj_heads[l], /* NULL unless v21 */
-                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l]}; /* v24 */
+                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL in v1 */
+                     e->proj_heads[l], /* NULL before v6 */
+                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l]}; /* v7 */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_proj_parts, e->d_proj_acc, e->d_layers_folded, e->d_tagged, e->d_tagged_acc,
+                 e->d_att_parts, e->d_proj_acc, e->d_layers_folded, e->d_tagged, e->d_tagged_acc,
                  e->d_epoch};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
@@ -503,7 +492,7 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n);
 
-/** Whether a decode step of n sequences takes v3's fused kernels (else v1/v2's). */
+/** Whether a decode step of n sequences takes v2's fused kernels (else v1's). */
 static int fused_step(const gpt2_engine *e, int n) { return e->fused_decode && n <= DECODE_MAX_ROWS; }
 
 /** Stage 09's attention of layer l for the n sequences of a decode step: q_rows against the paged cache, into att. */
@@ -519,70 +508,67 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
 }
 
 /**
- * @brief Whether the persistent step merges attention and proj (v21, v22)
- *        in a step of n sequences with the context lengths of `host` (its
- *        inputs on the host). v21 merges in every step. v22 merges only where
- *        one pass of a block's warps covers the longest context: past it the
- *        merged attention, one block a head, reads the context in two passes,
- *        where v20's phases split it over the idle blocks. The host knows
+ * @brief Whether a step of n sequences with the context lengths of `host`
+ *        (its inputs on the host) runs v6's or v7's kernel: at 1 row, where
+ *        one pass of a block's warps covers the context. Past it, their
+ *        attention (one block a head) would read the context in two passes,
+ *        where v5's phases split it over the idle blocks. The host knows
  *        every step's lengths before it launches the step (engine_generate
- *        works them out a queue ahead), so it chooses the phases, and the
- *        kernel is v21's, unchanged.
+ *        works them out a queue ahead), so it chooses the kernel.
  */
-static int step_merges_proj(const gpt2_engine *e, int n, const engine_step_inputs *host)
+static int step_is_merged(const gpt2_engine *e, int n, const engine_step_inputs *host)
 {
-    if (!e->merge_proj) return 0;
-    int longest = 0;
-    for (int i = 0; i < n; ++i) longest = host->lens[i] > longest ? host->lens[i] : longest;
-    return !e->merge_one_pass || longest <= gpt2_decode_step_pass_tokens(e->dtype);
+    if (!e->merged_step || n != 1) return 0;
+    return host->lens[0] <= gpt2_decode_step_pass_tokens(e->dtype);
 }
 
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
- *         to `best`; attention and proj in one phase if `merge_proj` (v21; v22: step_merges_proj). */
+ *         to `best`; v7's folded weights for its own steps (`merged`). */
 static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const engine_step_inputs *in,
-                                             unsigned long long *best, int merge_proj)
+                                             unsigned long long *best, int merged)
 {
     const gpt2_config *c = &e->cfg;
-    const int folded = merge_proj && e->ln_folded && n == 1; /* v24: in the merged steps, at 1 row */
-    decode_step_args a = {.layers = folded ? e->d_layers_folded : e->d_layers, .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
+    decode_step_args a = {.layers = merged && e->d_layers_folded ? e->d_layers_folded : e->d_layers,
+                          .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
                           .wte = e->wte, .wpe = e->wpe, .lnf_w = e->lnf_w, .lnf_b = e->lnf_b,
                           .tokens = in->tokens, .positions = in->positions, .slots = in->slots,
                           .tables = in->tables, .lens = in->lens, .max_pages = e->kv.max_pages_per_seq,
                           .block_size = ENGINE_BLOCK_SIZE, .x = e->x, .q = e->q_rows, .att = e->att,
                           .hidden = e->hidden, .logits = e->logits, .ldy = e->vocab_padded, .best = best,
                           .barrier = e->d_barrier, .l2_prefetch = e->l2_prefetch, .trace = e->d_trace,
-                          .weight_ring = e->weight_ring, .tensor_cores = e->tensor_core_dots,
-                          .head_ring = e->head_in_ring, .weights_evict_first = e->weights_evict_first,
-                          .producer_last_warp = e->producer_last_warp, .shaped_traffic = e->shaped_traffic,
-                          .split_attention = e->split_attention, .att_parts = e->d_att_parts,
-                          .paced_requests = e->paced_requests, .merge_proj = merge_proj,
-                          .proj_parts = e->d_proj_parts,
-                          .proj_fixed_point = merge_proj && e->proj_fixed_point, .proj_acc = e->d_proj_acc,
-                          .ln_folded = folded, .kv_shifts = folded && e->kv_shifts,
-                          .loads_first = folded && e->loads_first, .tagged_rows = folded && e->tagged_rows,
-                          .tagged = e->d_tagged, .tagged_acc = e->d_tagged_acc, .epoch = e->d_epoch};
+                          .att_parts = e->d_att_parts, .proj_acc = e->d_proj_acc, .tagged = e->d_tagged,
+                          .tagged_acc = e->d_tagged_acc, .epoch = e->d_epoch};
     return a;
+}
+
+/** @brief Launch a step: v6's or v7's kernel where it takes the step (`merged`), else the variant's. */
+static const char *launch_step_kernel(const gpt2_engine *e, const decode_step_args *a, int merged)
+{
+    return merged ? e->merged_step(e->dtype, a) : e->step(e->dtype, a);
 }
 
 int engine_persistent_step(const gpt2_engine *e, int n)
 {
-    /* the arguments a step would take: the same sizes and flags, so the size asked is the size launched */
-    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, e->merge_proj);
-    size_t smem = gpt2_decode_step_smem(e->dtype, &a);
-    return e->persistent_decode && n <= DECODE_MAX_ROWS && smem && smem <= wb_current_smem_per_block();
+    if (!e->step || n > DECODE_MAX_ROWS) return 0;
+    /* the arguments a step would take: the same sizes, so the size asked is the size launched */
+    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, 0);
+    size_t smem = e->step_smem(e->dtype, &a), limit = wb_current_smem_per_block();
+    if (e->merged_step && n == 1) { /* v6, v7: their steps take their kernel */
+        a = persistent_step_args(e, n, &e->step_d, e->d_best, 1);
+        size_t merged = e->merged_step_smem(e->dtype, &a);
+        if (!merged || merged > limit) return 0;
+    }
+    return smem && smem <= limit;
 }
 
-/**
- * v5's decode step for n sequences: one cooperative kernel (and the memset of
- * its barrier counter) runs everything decode_kernels_fused launches as 62
- * kernels.
- */
+/** v3-v7's decode step for n sequences: one cooperative kernel (and a memset) runs what v2 launches as 62 kernels. */
 static const char *decode_kernels_persistent(gpt2_engine *e, int n)
 {
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
-    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, step_merges_proj(e, n, &e->step_h));
-    TRY(gpt2_decode_step(e->dtype, &a));
+    const int merged = step_is_merged(e, n, &e->step_h);
+    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, merged);
+    TRY(launch_step_kernel(e, &a, merged));
     charge(e, &p->whole_step, &mark);
     return NULL;
 }
@@ -620,7 +606,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
 }
 
 /**
- * v3's decode step for n <= DECODE_MAX_ROWS sequences: per block, the QKV
+ * v2's decode step for n <= DECODE_MAX_ROWS sequences: per block, the QKV
  * linear with LayerNorm before it and the K/V append after it, stage 09's
  * attention, and three more linears with their LayerNorm, bias, GELU and
  * residual add fused in; then the LM head with the final LayerNorm and the
@@ -692,7 +678,7 @@ static const char *capture_decode(gpt2_engine *e, int n)
     }
     WB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     WB_CUDA_CHECK(cudaGraphDestroy(graph));
-    e->graph_exec = exec, e->graph_n = n, e->graph_merge_proj = step_merges_proj(e, n, &e->step_h);
+    e->graph_exec = exec, e->graph_n = n, e->graph_merged = step_is_merged(e, n, &e->step_h);
     return NULL;
 }
 
@@ -760,11 +746,11 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     if (e->profile || !e->use_graphs) {
         TRY(decode_kernels(e, n));
     } else {
-        if (!e->graph_exec || e->graph_n != n || e->graph_merge_proj != step_merges_proj(e, n, in))
-            TRY(capture_decode(e, n)); /* v22: the step's phases changed with its context */
+        if (!e->graph_exec || e->graph_n != n || e->graph_merged != step_is_merged(e, n, in))
+            TRY(capture_decode(e, n)); /* v6, v7: the step's kernel changed with its context */
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
-    if (fused_step(e, n)) { /* v3's LM head leaves an argmax key per sequence */
+    if (fused_step(e, n)) { /* v2-v7's LM head leaves an argmax key per sequence */
         unsigned long long keys[DECODE_MAX_ROWS];
         WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);
@@ -826,15 +812,17 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     for (int j = 0; j < queued; ++j) {
         const int s = s0 + j;
         TRY(copy_pages(e, copies[j], n_copies[j]));
-        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), step_merges_proj(e, n, &h[j]));
+        const int merged = step_is_merged(e, n, &h[j]);
+        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), merged);
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
-        /* v27: a queued v27 step zeroes the keys the step after it raises, as it ends (kernels.cu); steps 0 and 1, and
+        /* a queued v7 step zeroes the keys the step after it raises, as it ends (decode_tagged.cu); steps 0 and 1, and
          * a step after one of another kernel, get the launcher's memset */
+        const int tagged = merged && e->variant == 7;
         a.best_zeroed = s >= 2 && e->queued_step_tagged;
-        e->queued_step_tagged = a.tagged_rows;
-        TRY(gpt2_decode_step(e->dtype, &a));
+        e->queued_step_tagged = tagged;
+        TRY(launch_step_kernel(e, &a, merged));
     }
     WB_CUDA_CHECK(cudaMemcpyAsync(queue_fed_tokens(e, q), e->d_fed,
                                   (size_t)queued * n * sizeof(int), cudaMemcpyDeviceToHost, cudaStreamPerThread));
@@ -852,7 +840,7 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
 {
     if (n < 1 || n > e->max_seqs || steps < 0) return "generate: batch size or steps out of range";
     if (e->queue_steps < 1 || e->queue_steps > ENGINE_QUEUE_STEPS) return "generate: queue_steps must be 1..32";
-    if (!engine_persistent_step(e, n)) { /* v1-v4, or rows that do not fit: step by step, each step fed the one
+    if (!engine_persistent_step(e, n)) { /* v1, v2, or rows that do not fit: step by step, each step fed the one
                                           * before's tokens where it wrote them */
         const char *why = NULL;
         for (int s = 0; s < steps && !why; ++s)

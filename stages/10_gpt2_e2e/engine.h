@@ -17,14 +17,14 @@
  *     x   += GELU(ln·W_fc + b)·W_fcproj + b    stage 04 (bias + GELU fused), stage 04
  *
  * then a final LayerNorm, logits = x·wteᵀ (stage 04 on a transposed copy of
- * wte) and the argmax. A decode step has only a few rows: its linear layers
+ * wte) and the argmax. A decode step has only a few rows: v1's linear layers
  * use this stage's small-M kernel instead of a tiled GEMM (see kernels.h);
- * v3 fuses each with its neighbours (LayerNorm before, bias, GELU, residual
+ * v2 fuses each with its neighbours (LayerNorm before, bias, GELU, residual
  * add or the K/V append after, the argmax into the LM head), 4 kernels and
- * stage 09's attention per block; v5 runs the whole step as one persistent
- * kernel whose blocks meet at grid barriers between phases. Activations and matrices are stored in the chosen
- * precision (fp32, or fp16 with fp32 accumulation); LayerNorm parameters and
- * biases stay fp32.
+ * stage 09's attention per block; v3-v7 run the whole step as one persistent
+ * kernel (kernels.h lists them). Activations and matrices are stored in the
+ * chosen precision (fp32, or fp16 with fp32 accumulation); LayerNorm
+ * parameters and biases stay fp32.
  */
 #ifndef STAGE10_ENGINE_H
 #define STAGE10_ENGINE_H
@@ -33,6 +33,7 @@
 
 #include "block_manager.h"
 #include "dtype.h"
+#include "kernels.h" /* decode_step_args */
 #include "gpt2.h"
 #include "model.h"
 
@@ -51,7 +52,7 @@ typedef struct {
     double kv_append;  /**< stage 08 */
     double lm_head;    /**< logits GEMM and argmax */
     double other;      /**< embedding, residual adds */
-    double whole_step; /**< v5: the decode step's one persistent kernel (it cannot be split by kind) */
+    double whole_step; /**< v3-v7: the decode step's one persistent kernel (it cannot be split by kind) */
 } engine_profile;
 
 /** @brief A decode step's inputs: views of one block of memory, so that one copy uploads them all. */
@@ -138,61 +139,43 @@ typedef struct {
     int decode_variant;       /**< index into stage 09's decode_variants */
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
-    int fused_decode;         /**< v3: decode steps of up to DECODE_MAX_ROWS sequences run the fused kernels */
-    int dependent_launch;     /**< v3 on sm_90: its kernels start as programmatic dependents of the one before */
-    void **qkv_wt;            /**< v3, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
-    void **proj_wt;           /**< v3, per layer: [C][C] */
-    void **fc_wt;             /**< v3, per layer: [4C][C] */
-    void **fcproj_wt;         /**< v3, per layer: [C][4C] */
-    unsigned long long *d_best; /**< v3: the LM head's argmax key per sequence */
-    int persistent_decode;    /**< v5: decode steps of up to DECODE_MAX_ROWS sequences are one persistent kernel */
-    int weight_ring;          /**< v7/v8: that kernel's weights come by the copy engine into shared memory (sm_90) */
-    int tensor_core_dots;     /**< v9, v10, v12, v14, v16, v18: and its linears' dot products run on tensor cores
-                                   (fp16) */
-    int head_in_ring;         /**< v10-v20: and the LM head's weights come through the ring too */
-    int weights_evict_first;  /**< v12-v20: and the ring's copies mark the weights evict-first in L2 */
-    int producer_last_warp;   /**< v14-v20: and the ring's producer is in the warp with the fewest dot products */
-    int shaped_traffic;       /**< v16-v20: and the LM head's pieces one at a time, the first layers' K/V kept in L2
-                                   at 5-8 rows, fp32's burst of requests split (decode_step_args.shaped_traffic) */
-    int split_attention;      /**< v18-v20: and a sequence's attention split over the idle blocks when its context
-                                   outgrows one pass (decode_step_args.split_attention) */
-    float *d_att_parts;       /**< v18, v19: the split attention's partial outputs (decode_step_args.att_parts) */
-    int paced_requests;       /**< v20-v27: and the ring's requests paced (decode_step_args.paced_requests) */
-    int merge_proj;           /**< v21-v27: and at 1 row attention and proj one phase (decode_step_args.merge_proj) */
-    int merge_one_pass;       /**< v22-v27: merge only in the steps whose longest context one pass covers (engine.c:
-                                   step_merges_proj) */
-    int proj_fixed_point;     /**< v23-v27: in the merged steps, proj's parts added as they are stored, in fixed point
-                                   (decode_step_args.proj_fixed_point) */
-    long long *d_proj_acc;    /**< v23: [L][DECODE_PROJ_ACC_ROW(C)] their sums (decode_step_args.proj_acc) */
-    int ln_folded;            /**< v24-v27: and in the merged steps, QKV's and fc's LayerNorm folded into their weights
-                                   (decode_step_args.ln_folded) */
-    void **qkv_wt_folded;     /**< v24, per layer: qkv_wt with ln_1's gains folded in, [3C][C] */
-    void **fc_wt_folded;      /**< v24, per layer: fc_wt with ln_2's gains folded in, [4C][C] */
-    float **qkv_b_folded;     /**< v24, per layer: [2][3C] qkv_b with ln_1's shifts folded in, then the sums of
+    int variant;              /**< the decode path: 1..7, the page's v1..v7 (engine_init) */
+    int fused_decode;         /**< v2-v7: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
+                                   takes run v2's fused kernels */
+    int dependent_launch;     /**< v2 on sm_90: its kernels start as programmatic dependents of the one before */
+    void **qkv_wt;            /**< v2-v7, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
+    void **proj_wt;           /**< v2-v7, per layer: [C][C] */
+    void **fc_wt;             /**< v2-v7, per layer: [4C][C] */
+    void **fcproj_wt;         /**< v2-v7, per layer: [C][4C] */
+    unsigned long long *d_best; /**< v2-v7: the LM head's argmax key per sequence */
+    const char *(*step)(wb_dtype, const decode_step_args *); /**< v3-v7: the persistent kernel of a step (v6, v7:
+                                                                   v5's, for the steps the next one does not take) */
+    size_t (*step_smem)(wb_dtype, const decode_step_args *); /**< its shared memory (0: it cannot take the step) */
+    const char *(*merged_step)(wb_dtype, const decode_step_args *); /**< v6, v7: the kernel of the steps of 1 sequence
+                                                                          whose context one pass covers, or NULL */
+    size_t (*merged_step_smem)(wb_dtype, const decode_step_args *); /**< its shared memory */
+    float *d_att_parts;       /**< v5-v7: the split attention's partial outputs (decode_step_args.att_parts) */
+    void **proj_heads;        /**< v6, v7, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
+    long long *d_proj_acc;    /**< v6: [L][DECODE_PROJ_ACC_ROW(C)] proj's fixed-point sums (decode_step_args.proj_acc) */
+    void **qkv_wt_folded;     /**< v7, per layer: qkv_wt with ln_1's gains folded in, [3C][C] */
+    void **fc_wt_folded;      /**< v7, per layer: fc_wt with ln_2's gains folded in, [4C][C] */
+    float **qkv_b_folded;     /**< v7, per layer: [2][3C] qkv_b with ln_1's shifts folded in, then the sums of
                                    each output's folded weights */
-    float **fc_b_folded;      /**< v24, per layer: [2][4C] the same for fc */
-    void *d_layers_folded;    /**< v24: d_layers with those (decode_layer_weights[L]), for the merged steps */
-    int kv_shifts;            /**< v25-v27: and in those steps attention's K/V addresses with shifts
-                                   (decode_step_args.kv_shifts; ENGINE_BLOCK_SIZE is a power of 2) */
-    int loads_first;          /**< v26, v27: and in those steps the dot products' loads first
-                                   (decode_step_args.loads_first) */
-    int tagged_rows;          /**< v27: and in those steps no grid barriers, the rows tagged with the step
-                                   (decode_step_args.tagged_rows) */
-    unsigned *d_tagged;       /**< v27: the tagged rows (decode_step_args.tagged) */
-    long long *d_tagged_acc;  /**< v27: proj's sums with their counts (decode_step_args.tagged_acc) */
-    unsigned *d_epoch;        /**< v27: the steps' counter (decode_step_args.epoch) */
-    int queued_step_tagged;   /**< v27: whether the last step engine_generate queued was v27's (which zeroes the keys
+    float **fc_b_folded;      /**< v7, per layer: [2][4C] the same for fc */
+    void *d_layers_folded;    /**< v7: d_layers with those (decode_layer_weights[L]), for its own steps */
+    unsigned *d_tagged;       /**< v7: the tagged rows (decode_step_args.tagged) */
+    long long *d_tagged_acc;  /**< v7: proj's sums with their counts (decode_step_args.tagged_acc) */
+    unsigned *d_epoch;        /**< v7: the steps' counter (decode_step_args.epoch) */
+    int queued_step_tagged;   /**< v7: whether the last step engine_generate queued was v7's (which zeroes the keys
                                    of the step after it) */
-    void **proj_heads;        /**< v21, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
-    float *d_proj_parts;      /**< v21: each head's part of proj's outputs, [H][C] (decode_step_args.proj_parts) */
-    int l2_prefetch;          /**< v5: linears ahead whose weights each block asks L2 for (0: none) */
-    void *d_layers;           /**< v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
-    unsigned *d_barrier;      /**< v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
-    unsigned long long *d_trace; /**< v5: when not NULL, steps launched outside a graph write their trace here
+    int l2_prefetch;          /**< v3: linears ahead whose weights each block asks L2 for (0: none) */
+    void *d_layers;           /**< v3-v7: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
+    unsigned *d_barrier;      /**< v3-v6: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
+    unsigned long long *d_trace; /**< v3-v7: when not NULL, steps launched outside a graph write their trace here
                                       (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
-    int graph_merge_proj;     /**< and whether its step merges attention and proj (v22 decides step by step) */
+    int graph_merged;         /**< and whether its step is v6's or v7's (engine.c decides step by step) */
 } gpt2_engine;
 
 /**
@@ -201,33 +184,15 @@ typedef struct {
  * @param e        the engine to fill
  * @param m        the model (host, fp32)
  * @param dtype    storage of matrices, activations and the KV cache
- * @param decode_path 0: v1/v2's kernels; 1: v3's fused decode step for
- *        batches of up to 8 (the matrices are also kept transposed for it);
- *        2: v5's persistent step (one kernel) where its rows fit, else v3's;
- *        3: v7's, the persistent step with its weights by the copy engine (sm_90);
- *        4: v9's, v7's step with its dot products on tensor cores (fp16, sm_90);
- *        5: v10's, v9's with the LM head's weights through the ring too (fp16);
- *        in fp32 v11's, v7's with the same LM head and LayerNorm rows;
- *        6: v12's (fp16) and v13's (fp32), v10's and v11's with the weights
- *        evict-first in L2; 7: v14's (fp16) and v15's (fp32), v12's and
- *        v13's with the ring's producer in the last warp; 8: v16's (fp16)
- *        and v17's (fp32), v14's and v15's with their traffic shaped;
- *        9: v18's (fp16) and v19's (fp32), v16's and v17's with
- *        attention split over the idle blocks; 10: v20's, v18's with the
- *        ring's requests paced (fp16); 11: v21's, v20's with attention and
- *        proj one phase at 1 row (fp16); 12: v22's, v21's merging only
- *        in the steps whose longest context one pass covers (fp16); 13:
- *        v23's, v22's with proj's parts added as they are stored, in
- *        64-bit fixed point (fp16); 14: v24's, v23's with QKV's and fc's
- *        LayerNorm folded into their weights in the merged steps (fp16);
- *        15: v25's, v24's with attention's K/V addresses in shifts (fp16);
- *        16: v26's, v25's with QKV's and fc's dot products loading their weights first (fp16);
- *        17: v27's, v26's with no grid barriers, each phase polling the rows it reads, tagged with the step (fp16)
+ * @param variant  the decode path, 1..7 (the page's v1..v7): 1 the earlier stages' kernels; 2 the fused decode
+ *        linears; 3 the step as one persistent kernel; 4 its weights by the copy engine (sm_90); 5 the LM head
+ *        through the ring too, the weights evict-first in L2; 6 attention and proj in one phase at 1 row (fp16); 7
+ *        no grid barriers, the rows tagged with the step (fp16). Prefill is v1's in every variant.
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)
  */
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int decode_path, int max_seqs,
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int variant, int max_seqs,
                         int max_tokens);
 
 /** @brief Free everything. */
@@ -264,13 +229,13 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
 
 /**
  * @brief Greedy decode of `steps` steps, each step's tokens fed from the step
- *        before on the GPU. With the persistent step (v5-v11), the host works
+ *        before on the GPU. With the persistent step (v3-v7), the host works
  *        out and uploads the inputs of up to queue_steps steps (slots, block
  *        tables: they do not depend on the tokens) and queues their kernels;
  *        it works out and queues the next queue before it waits for this
  *        one's tokens, so the GPU runs all the steps back to back. Otherwise
  *        it is a loop of engine_decode.
- * @param e      the engine (v5-v11 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
+ * @param e      the engine (v3-v7 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
  * @param n      sequences
  * @param seqs   their ids (live, each with room for `steps` more tokens in the context)
  * @param tokens one token each, fed to the first step
@@ -281,8 +246,8 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  */
 const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out);
 
-/** @brief Whether a decode step of n sequences runs as v5's one persistent kernel (v5, and its rows fit in a
- *         block's shared memory; otherwise v3's kernels take it). */
+/** @brief Whether a decode step of n sequences runs as one persistent kernel (v3-v7, and its rows fit in a block's
+ *         shared memory; otherwise v2's kernels take it). */
 int engine_persistent_step(const gpt2_engine *e, int n);
 
 /** @brief End a sequence: its pages go back to the pool. */

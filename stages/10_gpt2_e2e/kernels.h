@@ -73,7 +73,7 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
 size_t gpt2_small_m_workspace_floats(int N, int K);
 
 /* ------------------------------------------------------------------------ */
-/* v3: the fused decode step                                                 */
+/* v2: the fused decode step (decode_fused.cu)                               */
 /* ------------------------------------------------------------------------ */
 
 /** @brief Most rows (sequences) the fused decode linear takes. */
@@ -127,7 +127,7 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
 void gpt2_decode_linear_smem_cap(size_t bytes);
 
 /* ------------------------------------------------------------------------ */
-/* v5: the whole decode step in one persistent kernel                        */
+/* v3-v7: the whole decode step in one persistent kernel                     */
 /* ------------------------------------------------------------------------ */
 
 /** @brief Head size the persistent decode step is written for (every GPT-2 size has 64). */
@@ -135,36 +135,39 @@ void gpt2_decode_linear_smem_cap(size_t bytes);
 
 /** @brief One block's weights and KV cache as the persistent decode step reads them. */
 typedef struct {
-    const void *qkv_wt;    /**< [3C][C] (transposed: each output's weights contiguous) */
-    const void *proj_wt;   /**< [C][C] */
-    const void *fc_wt;     /**< [4C][C] */
-    const void *fcproj_wt; /**< [C][4C] */
-    const float *qkv_b;    /**< [3C] */
-    const float *proj_b;   /**< [C] */
-    const float *fc_b;     /**< [4C] */
-    const float *fcproj_b; /**< [C] */
-    const float *ln1_w;    /**< [C] */
-    const float *ln1_b;    /**< [C] */
-    const float *ln2_w;    /**< [C] */
-    const float *ln2_b;    /**< [C] */
-    void *k_pool;          /**< stage 08's K pool of this block, [num_pages][H][block_size][d] */
-    void *v_pool;          /**< the same for V */
-    const void *proj_heads; /**< v21: proj_wt laid out by head, [H][C][64] (head h's 64 inputs of every output
-                                 contiguous), or NULL */
+    const void *qkv_wt;     /**< [3C][C] (transposed: each output's weights contiguous; v7: ln_1's gains folded in) */
+    const void *proj_wt;    /**< [C][C] */
+    const void *fc_wt;      /**< [4C][C] (v7: ln_2's gains folded in) */
+    const void *fcproj_wt;  /**< [C][4C] */
+    const float *qkv_b;     /**< [3C] (v7: [2][3C], the bias with ln_1's shifts folded in, then the sums of each
+                                 output's folded weights) */
+    const float *proj_b;    /**< [C] */
+    const float *fc_b;      /**< [4C] (v7: [2][4C], as qkv_b) */
+    const float *fcproj_b;  /**< [C] */
+    const float *ln1_w;     /**< [C] */
+    const float *ln1_b;     /**< [C] */
+    const float *ln2_w;     /**< [C] */
+    const float *ln2_b;     /**< [C] */
+    void *k_pool;           /**< stage 08's K pool of this block, [num_pages][H][block_size][d] */
+    void *v_pool;           /**< the same for V */
+    const void *proj_heads; /**< v6, v7: proj_wt laid out by head, [H][C][64] (head h's 64 inputs of every output
+                                 contiguous) */
     const void *padding;    /**< unused: the table stays a multiple of 16 bytes in shared memory, where the rows
                                  after it are read 16 bytes at a time */
 } decode_layer_weights;
 
 /**
- * @brief Everything one decode step reads and writes: v5's single kernel runs
- *        the embedding, every block (LayerNorm, QKV with the K/V append,
- *        attention through the paged cache, proj, LayerNorm, fc + GELU,
- *        fc-proj, each with its residual add) and the LM head with the argmax.
+ * @brief Everything one decode step reads and writes. Each persistent
+ *        variant's kernel runs the embedding, every block (LayerNorm, QKV
+ *        with the K/V append, attention through the paged cache, proj,
+ *        LayerNorm, fc + GELU, fc-proj, each with its residual add) and the
+ *        LM head with the argmax; the fields a variant does not read are
+ *        marked with the variants that do.
  */
 typedef struct {
     const decode_layer_weights *layers; /**< [L], device */
     int L;                     /**< blocks */
-    int C;                     /**< width: H·64, a multiple of 16 bytes of the storage type */
+    int C;                     /**< width: H·64 */
     int H;                     /**< heads */
     int V;                     /**< vocabulary (outputs of the LM head) */
     int M;                     /**< sequences, 1..DECODE_MAX_ROWS */
@@ -174,7 +177,7 @@ typedef struct {
     const float *lnf_b;        /**< final LayerNorm shift [C] */
     const int *tokens;         /**< [M] each sequence's token (unused with prev_best) */
     unsigned long long *prev_best; /**< NULL, or [M] the step before's argmax keys: the tokens are read from them on
-                                        the GPU (steps queued ahead, engine_generate). v27 zeroes them as it ends: they
+                                        the GPU (steps queued ahead, engine_generate). v7 zeroes them as it ends: they
                                         are the keys the step after writes */
     int *fed_tokens;           /**< NULL, or [M]: block 0 writes there the tokens the step was fed */
     const int *positions;      /**< [M] its position */
@@ -182,131 +185,101 @@ typedef struct {
     const int *tables;         /**< [M][max_pages] block tables */
     const int *lens;           /**< [M] context lengths, the new token included */
     int max_pages;             /**< columns of tables */
-    int block_size;            /**< tokens per page */
+    int block_size;            /**< tokens per page (v7: a power of 2) */
     void *x;                   /**< [M][C] the residual stream (scratch) */
     void *q;                   /**< [M][C] queries (scratch) */
-    void *att;                 /**< [M][C] attention output (scratch) */
+    void *att;                 /**< [M][C] attention output (scratch; v6, v7: x + proj, fc-proj's residual) */
     void *hidden;              /**< [M][4C] the MLP's hidden layer (scratch) */
     void *logits;              /**< [M][ldy] */
     int ldy;                   /**< row pitch of logits (>= V) */
-    unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them (v27: the launcher, with a
+    unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them (v7: the launcher, with a
                                     memset, unless best_zeroed) */
-    int best_zeroed;           /**< v27: best is zero already (engine_generate: the queued v27 step before zeroed
-                                    it as it ended) */
-    unsigned *barrier;         /**< one counter for the grid barriers (none in v27); the launcher zeroes it, unless... */
+    int best_zeroed;           /**< v7: best is zero already (engine_generate: the queued v7 step before zeroed it
+                                    as it ended) */
+    unsigned *barrier;         /**< v3-v6: one counter for the grid barriers; the launcher zeroes it, unless... */
     int barrier_zeroed;        /**< ... the caller did (engine_generate: the queued steps' counters, in one memset) */
-    int l2_prefetch;           /**< n > 0: each block asks L2 for its share of the linear n ahead as a phase starts */
-    int weight_ring;           /**< v7/v8 (sm_90): the copy engine brings each block's weights into a ring in its
-                                    shared memory, phases ahead (l2_prefetch is then unused) */
-    int tensor_cores;          /**< v9 (fp16, with the ring): the linears' dot products run on tensor cores
-                                    (mma.sync m16n8k16) */
-    int head_ring;             /**< v10 (with tensor_cores), v11 (fp32, without): the LM head's weights come through
-                                    the ring as well, in pieces that land during the last layers; a LayerNorm's
-                                    rows in one pass */
-    int weights_evict_first;   /**< v12-v20 (with head_ring): the ring's copies mark the weights evict-first in
-                                    L2, so that the K/V cache stays there from one step to the next */
-    int producer_last_warp;    /**< v14-v20 (with weights_evict_first): the ring's producer is lane 0 of the last
-                                    warp, which has the fewest dot products, instead of thread 32 */
-    int shaped_traffic;        /**< v16-v20 (with producer_last_warp): the LM head's pieces one at a time, the first
-                                    layers' K/V kept in L2 at 5-8 rows, and in fp32 half of the blocks with no
-                                    attention pair requesting as attention starts */
-    unsigned ring_chunks;      /**< the ring's capacity in 16-byte chunks: the launcher sets it */
-    unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, arrives at its
-                                    end, has its rows ready and its dot products done (globaltimer, ns) */
-    int split_attention;       /**< v18/v19 (with shaped_traffic): at 1-4 rows, a (sequence, head) pair's context is
-                                    split over up to ATT_MAX_SPLITS blocks that attention leaves idle, one split per
-                                    pass of a block's warps (flash-decoding); proj's rows merge the splits */
-    float *att_parts;          /**< v18/v19: the splits' parts, decode_att_parts_floats(H) floats */
-    int paced_requests;        /**< v20 (fp16, with split_attention): the ring's producer asks for the first linear
-                                    alone as the step starts, then at most one block of the model ahead, and at
-                                    proj's rows for nothing past proj (kernels.cu: paced_request_end) */
-    int merge_proj;            /**< v21 (fp16, with paced_requests): at 1 row, attention and proj are one phase:
-                                    block b takes head b / G (G = blocks / H) and slice b % G of proj's outputs,
-                                    multiplies its head's attention output by that slice of proj_heads, and fc's
-                                    rows add the heads' sums (decode_layer_weights.proj_heads set) */
-    float *proj_parts;         /**< v21: [H][C] each head's part of proj's outputs */
-    int proj_fixed_point;      /**< v23 (with merge_proj): at 1 row, each head's part of proj is added as it is
-                                    stored, into proj_acc in 64-bit fixed point, and fc's rows read one sum a column */
-    long long *proj_acc;       /**< v23: [L][DECODE_PROJ_ACC_ROW(C)] the sums, and a flag a row (kernels.cu:
-                                    proj_head_dots) */
-    int ln_folded;             /**< v24 (with proj_fixed_point): QKV's and fc's LayerNorm folded into `layers`: its
-                                    qkv_wt and fc_wt hold g_k·W_nk (the gains folded in), its qkv_b and fc_b [2][N]:
-                                    the bias with the shifts folded in, then each output's sum of its folded weights.
-                                    The rows are x as it is; its mean and 1/σ come beside the dot products and are
-                                    applied in the epilogue (kernels.cu: finish_phase) */
-    int kv_shifts;             /**< v25 (with ln_folded, block_size a power of 2): attention's K/V addresses with
-                                    shifts, not divisions, and no branch a token (kernels.cu: kv_row_offset) */
-    int loads_first;           /**< v26 (with kv_shifts): QKV's and fc's dot products with a unit's weight loads
-                                    issued before the first multiply and the row converted once (kernels.cu:
-                                    run_phase_ring_loads_first) */
-    int tagged_rows;           /**< v27 (with loads_first): no grid barriers. Each phase's outputs (x, q/k/v, the
-                                    hidden layer) are stored as 32-bit words, the fp16 value and the step's 16-bit
-                                    tag, and the next phase's rows poll them until every word carries the tag; proj's
-                                    fixed-point sums count their parts in their low bits (kernels.cu: step_tag,
-                                    stage_tagged_rows, proj_head_dots) */
-    unsigned *tagged;          /**< v27: [DECODE_TAGGED_WORDS(L, C)] the tagged rows, zeroed once (tag 0 is never a
+    int l2_prefetch;           /**< v3: n > 0: each block asks L2 for its share of the linear n ahead as a phase
+                                    starts */
+    unsigned ring_chunks;      /**< v4-v7: the ring's capacity in 16-byte chunks (the launcher sets it) */
+    unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, ends it, has
+                                    its rows ready and its dot products done (globaltimer, ns) */
+    float *att_parts;          /**< v5: the split attention's parts, decode_att_parts_floats(H) floats */
+    long long *proj_acc;       /**< v6: [L][DECODE_PROJ_ACC_ROW(C)] proj's fixed-point sums and a flag a row */
+    unsigned *tagged;          /**< v7: [DECODE_TAGGED_WORDS(L, C)] the tagged rows, zeroed once (tag 0 is never a
                                     step's) */
-    long long *tagged_acc;     /**< v27: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
+    long long *tagged_acc;     /**< v7: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
                                     epoch & 1 and zeroes the other half for the step after */
-    unsigned *epoch;           /**< v27: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
+    unsigned *epoch;           /**< v7: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
 } decode_step_args;
 
-/** @brief v27: words of decode_step_args.tagged: x before each layer and after the last, [L + 1][C]; each layer's
- *         q/k/v, [L][3C]; and its hidden layer, [L][4C]. Every buffer is written once a step, so no word is written
- *         twice between two steps' reads. */
-#define DECODE_TAGGED_WORDS(L, C) ((long long)(8 * (L) + 1) * (C))
-/** @brief v27: int64 of decode_step_args.tagged_acc: two halves of [L][C]. */
-#define DECODE_TAGGED_ACC(L, C) (2LL * (L) * (C))
-/** @brief v27: the largest part tagged_acc takes (2^18): a part times 2^32, shifted left past the 8 bits of the count,
- *         is under 2^58, and H <= 16 of them under 2^62. */
-#define DECODE_PROJ_TAGGED_PART_MOST 262144.0f
-
-/** @brief v23: 1.0 in proj_acc's fixed point (2^32). */
-#define DECODE_PROJ_FIXED_ONE 4294967296.0f
-/** @brief v23: the largest part proj_acc takes (2^22; fp16's largest value is 65 504): H parts of at most 2^54 stay
- *         far under 2^63. */
-#define DECODE_PROJ_PART_MOST 4194304.0f
-/** @brief v23: int64 of a layer's row of proj_acc: C sums, the flag, and one of padding (rows of 16 bytes). */
-#define DECODE_PROJ_ACC_ROW(C) ((long long)(C) + 2)
-
-/** @brief v18/v19: most blocks that share one (sequence, head) pair's attention. */
+/** @brief v5: most blocks that share one (sequence, head) pair's attention. */
 #define ATT_MAX_SPLITS 4
-/** @brief v18/v19: most rows at which attention is split (at 5-8 the pairs already keep 60-96 blocks busy). */
+/** @brief v5: most rows at which attention is split (at 5-8 the pairs already keep 60-96 blocks busy). */
 #define ATT_SPLIT_MAX_ROWS 4
-
-/** @brief v18/v19: floats of one head's part of a split: its 64 unnormalised outputs, its running max and sum, and
- *         2 of padding (16-byte rows). */
+/** @brief v5: floats of one head's part of a split: its 64 unnormalised outputs, its running max and sum, and 2 of
+ *         padding (16-byte rows). */
 #define ATT_PART_FLOATS (DECODE_STEP_HEAD_DIM + 4)
-/** @brief v18/v19: the floats of decode_step_args.att_parts for H heads: [rows][splits][H][ATT_PART_FLOATS]. */
+/** @brief v5: the floats of decode_step_args.att_parts for H heads: [rows][splits][H][ATT_PART_FLOATS]. */
 static inline long long decode_att_parts_floats(int H)
 {
     return (long long)ATT_SPLIT_MAX_ROWS * ATT_MAX_SPLITS * H * ATT_PART_FLOATS;
 }
 
-/**
- * @brief Shared memory one block of the persistent step needs for a->M rows
- *        (of a->C, a->L blocks, a->V outputs of the LM head, a->max_pages), or
- *        0 when the kernel cannot take these sizes; compare with the GPU's
- *        limit. With the weight ring (v7/v8): static and dynamic together,
- *        with the smallest ring that holds one block's share of the widest
- *        linear. With tensor cores as well (v9, fp16 only): the same, with a
- *        part of every output per warp to add. With the LM head in the ring
- *        (v10): a ring that holds a round of the head's pieces.
- */
-size_t gpt2_decode_step_smem(wb_dtype dtype, const decode_step_args *a);
+/** @brief v6, v7: 1.0 in proj's fixed point (2^32). */
+#define DECODE_PROJ_FIXED_ONE 4294967296.0f
+/** @brief v6: the largest part proj_acc takes (2^22; fp16's largest value is 65 504): H parts of at most 2^54 stay
+ *         far under 2^63. */
+#define DECODE_PROJ_PART_MOST 4194304.0f
+/** @brief v6: int64 of a layer's row of proj_acc: C sums, the flag, and one of padding (rows of 16 bytes). */
+#define DECODE_PROJ_ACC_ROW(C) ((long long)(C) + 2)
+/** @brief v6, v7: the most heads (fc's rows hold a part of each in registers; v7's count has 4 bits). */
+#define DECODE_MERGED_MAX_HEADS 12
 
-/** @brief Launch one persistent decode step (a memset, unless barrier_zeroed, or in v27 best_zeroed, and one
- *         cooperative kernel); NULL, or why not. */
-const char *gpt2_decode_step(wb_dtype dtype, const decode_step_args *a);
+/** @brief v7: words of decode_step_args.tagged: x before each layer and after the last, [L + 1][C]; each layer's
+ *         q/k/v, [L][3C]; and its hidden layer, [L][4C]. Every buffer is written once a step, so no word is written
+ *         twice between two steps' reads. */
+#define DECODE_TAGGED_WORDS(L, C) ((long long)(8 * (L) + 1) * (C))
+/** @brief v7: int64 of decode_step_args.tagged_acc: two halves of [L][C]. */
+#define DECODE_TAGGED_ACC(L, C) (2LL * (L) * (C))
+/** @brief v7: the largest part tagged_acc takes (2^18): a part times 2^32, shifted left past the 8 bits of the count,
+ *         is under 2^58, and H <= 12 of them under 2^62. */
+#define DECODE_PROJ_TAGGED_PART_MOST 262144.0f
+
+/**
+ * @brief The persistent step's variants, each a kernel of its own (its file
+ *        says what it adds). For each: the dynamic shared memory one block
+ *        needs for a->M rows, or 0 when it cannot take these sizes (compare
+ *        with the GPU's limit); and the launch (one cooperative kernel, after
+ *        a memset of its barrier counter or, in v7, of its argmax keys),
+ *        NULL or why not.
+ */
+size_t gpt2_step_persistent_smem(wb_dtype dtype, const decode_step_args *a);
+/** @brief v3 (decode_persistent.cu): the step as one kernel, its blocks meeting at grid barriers. */
+const char *gpt2_step_persistent(wb_dtype dtype, const decode_step_args *a);
+size_t gpt2_step_ring_smem(wb_dtype dtype, const decode_step_args *a);
+/** @brief v4 (decode_ring.cu): v3 with the weights brought by the copy engine into a ring in shared memory (sm_90). */
+const char *gpt2_step_ring(wb_dtype dtype, const decode_step_args *a);
+size_t gpt2_step_ring_head_smem(wb_dtype dtype, const decode_step_args *a);
+/** @brief v5 (decode_ring_head.cu): v4 with the LM head through the ring and the weights evict-first in L2 (sm_90). */
+const char *gpt2_step_ring_head(wb_dtype dtype, const decode_step_args *a);
+size_t gpt2_step_merged_smem(wb_dtype dtype, const decode_step_args *a);
+/** @brief v6 (decode_merged.cu): v5 at 1 row with attention and proj in one phase (fp16, sm_90). */
+const char *gpt2_step_merged(wb_dtype dtype, const decode_step_args *a);
+size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a);
+/** @brief v7 (decode_tagged.cu): v6 with no grid barriers, the rows tagged with the step (fp16, sm_90). */
+const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a);
 
 /**
  * @brief The most context one block of the persistent step reads in one pass
- *        of its warps (128 tokens in fp32, 256 in fp16): past it, v18-v20
- *        split a sequence's attention over more blocks, and v21's merged
- *        attention (merge_proj) takes a second pass. The engine's v22 merges
- *        only in the steps whose longest context this covers.
+ *        of its warps (128 tokens in fp32, 256 in fp16): past it, v5 splits a
+ *        sequence's attention over more blocks, and v6's and v7's attention
+ *        (one block a head) would take a second pass, so the engine runs
+ *        their steps only while the longest context fits in one.
  */
 int gpt2_decode_step_pass_tokens(wb_dtype dtype);
+
+/** @brief The fewest rows (1, 2, 4 or 8) a kernel instantiated for a number of rows must take to hold M. */
+static inline int decode_rows_for(int M) { return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8; }
 
 #ifdef __cplusplus
 }

@@ -25,8 +25,8 @@ typedef struct {
     int M;              /**< rows */
     int N;              /**< outputs per row */
     int K;              /**< inputs per row */
-    int fused;          /**< 0: v1/v2's small-M linear (W as [K][N]); 1: v3's decode linear (W as [N][K]) */
-    int with_ln;        /**< v3 only: LayerNorm of x first (its prologue) */
+    int fused;          /**< 0: v1's small-M linear (W as [K][N]); 1: v2's decode linear (W as [N][K]) */
+    int with_ln;        /**< v2 only: LayerNorm of x first (its prologue) */
     float *ref;         /**< host: the reference (fp32; rounded to fp16 for fp16 storage) */
     float *got;         /**< host: the GPU's result as fp32 */
     uint16_t *got16;    /**< host: the GPU's fp16 result */
@@ -66,7 +66,7 @@ static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, i
     round_to_storage(hx, x, dtype);
     round_to_storage(hw, w, dtype);
     p->dx = wb_device_upload(hx, x, dtype, "x");
-    p->dw = fused ? wb_device_upload_transposed(hw, (size_t)K, (size_t)N, dtype, "W transposed") /* v3: [N][K] */
+    p->dw = fused ? wb_device_upload_transposed(hw, (size_t)K, (size_t)N, dtype, "W transposed") /* v2: [N][K] */
                   : wb_device_upload(hw, w, dtype, "W");
     p->db = wb_device_upload(hb, (size_t)N, WB_F32, "b");
     p->dgain = wb_device_upload(hg, (size_t)K, WB_F32, "gain");
@@ -75,7 +75,7 @@ static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, i
     p->ws_floats = gpt2_small_m_workspace_floats(N, K);
     p->ws = wb_device_alloc(p->ws_floats * 4, "small-M workspace");
     /* the reference: LayerNorm in fp32, rounded to the storage type as the GPU's prologue stores it (as
-     * v1/v2's LayerNorm kernel does), the product in float64 */
+     * v1's LayerNorm kernel does), the product in float64 */
     float *xn = hx;
     if (with_ln) {
         xn = wb_host_alloc(x * 4, "LayerNorm(x)");
@@ -134,19 +134,18 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
     return NULL;
 }
 
-/** Stage 10's variants: v1 small-M fp32, v2 small-M fp16, v3 fused fp32, v4 fused fp16 (odd: fp16; >= 2: fused). */
-static const char *const ids[] = {"v1", "v2", "v3", "v4"};
+/** The two decode linears, as stage 10's variants number them: v1's small-M linear, v2's fused decode linear. */
+static const char *const ids[] = {"v1", "v2"};
 
 /**
  * One case of the check, twice (a second run must work too), with the fused
  * kernel's shared memory capped at smem_cap bytes (0: the GPU's own limit).
  * Returns 1 when it fails; a refusal is a failure: these shapes are in the contract.
  */
-static int check_case(int v, int M, int N, int K, int ln, size_t smem_cap, uint64_t seed)
+static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, size_t smem_cap, uint64_t seed)
 {
-    wb_dtype dtype = v % 2 ? WB_F16 : WB_F32;
     linear_alone p;
-    problem_init(&p, dtype, M, N, K, v >= 2, ln, seed);
+    problem_init(&p, dtype, M, N, K, v == 1, ln, seed);
     char what[96];
     snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s%s", wb_dtype_name(dtype), M, K, N,
              ln ? ", LayerNorm first" : "", smem_cap ? ", 64 KB a block" : "");
@@ -159,51 +158,56 @@ static int check_case(int v, int M, int N, int K, int ln, size_t smem_cap, uint6
     return ok != 1;
 }
 
-int check_linears_alone(int variant, int *checks)
+/** @brief Whether --dtype's choice (0 all, 1 fp32, 2 fp16) takes `dtype`. */
+static int chosen(int choice, wb_dtype dtype) { return choice == 0 || (choice == 1) == (dtype == WB_F32); }
+
+int check_linears_alone(int variant, int dtype_choice, int *checks)
 {
-    /* odd N; K a multiple of 8 but not of a round of v3's loads (1024 fp32, 2048 fp16 values), nor of 256 */
+    /* odd N; K a multiple of 8 but not of a round of v2's loads (1024 fp32, 2048 fp16 values), nor of 256 */
     static const int shapes[][2] = {{776, 2309}, {3080, 771}}; /* K, N */
-    static const int rows[] = {1, 2, 3, 5, 8}; /* v3 instantiates 1, 2, 4 and 8 rows: 3 and 5 pad with zeros */
+    static const int rows[] = {1, 2, 3, 5, 8}; /* v2 instantiates 1, 2, 4 and 8 rows: 3 and 5 pad with zeros */
     int failed = 0;
-    for (int v = 0; v < 4; ++v) {
-        if (variant >= 0 && variant != v) continue;
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
-            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r)
-                for (int ln = 0; ln <= (v >= 2); ++ln, ++*checks)
-                    failed += check_case(v, rows[r], shapes[s][1], shapes[s][0], ln, 0, 1000 + 10 * s + r);
-        if (v == 2) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block, so they go in groups */
-            failed += check_case(v, 8, 771, 3080, 1, 64 * 1024, 1100), ++*checks;
-    }
+    for (int v = 0; v < 2; ++v)
+        for (int f = 0; f < 2; ++f) {
+            const wb_dtype dtype = f ? WB_F16 : WB_F32;
+            if ((variant >= 0 && variant != v) || !chosen(dtype_choice, dtype)) continue;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+                for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r)
+                    for (int ln = 0; ln <= v; ++ln, ++*checks)
+                        failed += check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 1000 + 10 * s + r);
+            if (v == 1 && !f) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block: in groups */
+                failed += check_case(v, dtype, 8, 771, 3080, 1, 64 * 1024, 1100), ++*checks;
+        }
     return failed;
 }
 
-void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, wb_report *rep)
+void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, int dtype_choice, wb_report *rep)
 {
     static const struct {
         int K, N;
         const char *layer;
     } shapes[] = {{768, 2304, "QKV"}, {3072, 768, "fc-proj"}, {768, 50257, "LM head"}};
     static const char *const what[] = {"small-M linear: a thread per column, split K, 2 passes",
-                                       "the same, fp16 weights",
-                                       "v3's decode linear: a warp per 2 outputs, W transposed",
-                                       "the same, fp16 weights"};
+                                       "v2's decode linear: a warp per 2 outputs, W transposed"};
     char problem[96], size[64];
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
-        snprintf(problem, sizeof problem, "decode linear alone (%s), M 1", shapes[s].layer);
-        snprintf(size, sizeof size, "K%d x N%d", shapes[s].K, shapes[s].N);
-        for (int v = 0; v < 4; ++v) {
-            if (opt->variant >= 0 && opt->variant != v) continue;
-            wb_dtype dtype = v % 2 ? WB_F16 : WB_F32;
-            linear_alone p;
-            problem_init(&p, dtype, 1, shapes[s].N, shapes[s].K, v >= 2, 0, 77 + s);
-            wb_row row = {.problem = problem, .size = size, .variant = ids[v], .what = what[v], .unit = "GB/s",
-                          .roof = dev->copy_gbps};
-            wb_check_and_time(dev, opt, run, run_and_check, &p, &row);
-            /* the weights, once; x and y are a few KB */
-            double bytes = ((double)p.K * p.N + p.K + p.N) * (double)wb_dtype_bytes(dtype);
-            row.throughput = wb_gbps(bytes, row.time.median_ms);
-            wb_report_add(rep, &row);
-            problem_free(&p);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+        for (int f = 0; f < 2; ++f) {
+            const wb_dtype dtype = f ? WB_F16 : WB_F32;
+            if (!chosen(dtype_choice, dtype)) continue;
+            snprintf(problem, sizeof problem, "decode linear alone (%s), M 1, %s", shapes[s].layer, wb_dtype_name(dtype));
+            snprintf(size, sizeof size, "K%d x N%d", shapes[s].K, shapes[s].N);
+            for (int v = 0; v < 2; ++v) {
+                if (opt->variant >= 0 && opt->variant != v) continue;
+                linear_alone p;
+                problem_init(&p, dtype, 1, shapes[s].N, shapes[s].K, v == 1, 0, 77 + s);
+                wb_row row = {.problem = problem, .size = size, .variant = ids[v], .what = what[v], .unit = "GB/s",
+                              .roof = dev->copy_gbps};
+                wb_check_and_time(dev, opt, run, run_and_check, &p, &row);
+                /* the weights, once; x and y are a few KB */
+                double bytes = ((double)p.K * p.N + p.K + p.N) * (double)wb_dtype_bytes(dtype);
+                row.throughput = wb_gbps(bytes, row.time.median_ms);
+                wb_report_add(rep, &row);
+                problem_free(&p);
+            }
         }
-    }
 }

@@ -1,7 +1,7 @@
 /**
  * @file stages/10_gpt2_e2e/linear_alone.h
- * @brief The decode step's linear layer alone — the GEMV lesson: v1/v2's
- *        small-M linear and v3's fused decode linear, checked against the CPU
+ * @brief The decode step's linear layer alone — the GEMV lesson: v1's
+ *        small-M linear and v2's fused decode linear, checked against the CPU
  *        reference at odd sizes and timed against the copy roof.
  */
 #ifndef STAGE10_LINEAR_ALONE_H
@@ -17,20 +17,22 @@ extern "C" {
 
 /**
  * @brief --check: both kernels, fp32 and fp16, M = 1, 3, 8, odd N and K not a
- *        multiple of a round of loads; v3's also with its LayerNorm prologue.
+ *        multiple of a round of loads; v2's also with its LayerNorm prologue.
  *        Prints a line per case.
  * @param variant the --variant given (-1: all), as stage 10's variants number them
+ * @param dtype_choice --dtype: 0 both, 1 fp32, 2 fp16
  * @param checks  incremented per case
  * @return the number of failed cases
  */
-int check_linears_alone(int variant, int *checks);
+int check_linears_alone(int variant, int dtype_choice, int *checks);
 
 /**
  * @brief --bench: one table per GPT-2 decode shape (M = 1: QKV 768×2304, fc-proj
  *        3072×768, the LM head 768×50257), each kernel's GB/s against the copy roof
- *        (the L2 flushed before every timed run: the weights come from DRAM).
+ *        (the L2 flushed before every timed run: the weights come from DRAM), in
+ *        the precisions --dtype chooses (0 both, 1 fp32, 2 fp16).
  */
-void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, wb_report *rep);
+void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, int dtype_choice, wb_report *rep);
 
 #ifdef __cplusplus
 }

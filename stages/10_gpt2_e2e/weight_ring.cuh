@@ -1,0 +1,419 @@
+/**
+ * @file stages/10_gpt2_e2e/weight_ring.cuh
+ * @brief v4-v7: a block's weights brought into a ring in its shared memory by
+ *        the copy engine (sm_90), and what v5 adds to the ring that v6 and v7
+ *        keep: the LM head through it, its rows normalised in one pass, its
+ *        requests paced.
+ *
+ * v3's trace shows where a phase's time goes: not into the weights, which
+ * are in flight before the barrier, but into the loads that come after them.
+ * The barrier's polls, the phase's input rows and attention's K and V are
+ * loads of the same SM, queued behind its 48 KB of weight requests; with the
+ * weights requested after the barrier instead (the H100, batch 1), reading
+ * the input rows went from 1.0 to 2.2 µs and the step from 365 to 441 µs.
+ *
+ * On sm_90 a block can hand its weights to the copy engine (TMA): one thread
+ * asks for a contiguous run of bytes (`cp.async.bulk`), the engine writes it
+ * into shared memory and counts the bytes on an mbarrier, and no load of the
+ * block's threads waits behind it. A block's share of a linear *is* one
+ * contiguous run (its rows of Wᵀ), so each linear is one or two copies. The
+ * copies go into a ring that fills the rest of the block's shared memory
+ * (about 200 KB): one thread, the producer, requests linears in order as long
+ * as they fit, and gives a linear's bytes back as soon as its dot products
+ * are done. So the copy engine streams several phases ahead, while the
+ * phases' chain of latencies runs behind it on loads that no longer queue.
+ */
+#ifndef STAGE10_WEIGHT_RING_CUH
+#define STAGE10_WEIGHT_RING_CUH
+
+#include "03_gemm/hopper_ptx.cuh" /* mbarriers and the copy engine's bulk copy (sm_90) */
+#include "decode_step.cuh"
+
+/** @brief Linears a block's ring may hold at once (requested, landing or being read): one mbarrier each. */
+#define RING_LINEARS 8
+/**
+ * @brief v4's producer: the thread that requests and gives back. Not thread
+ *        0, which arrives at and polls the grid barrier. It requests as a
+ *        linear phase's rows are ready, not at the barrier: requested right
+ *        after the arrival, each phase's burst of copies (4.7 MB for fc from
+ *        all blocks at once, 1.6 µs of DRAM) met the barrier's polls in L2,
+ *        and the barriers after QKV, fc and fc-proj took 1.5–2.1 µs instead
+ *        of 0.6–1.0 (the H100, batch 1: 326 µs a step against 298).
+ */
+#define RING_PRODUCER 32
+/**
+ * @brief v5-v7's producer: lane 0 of the last warp. Its requests take a
+ *        while (a proxy fence, an mbarrier, one or two bulk copies), and the
+ *        block waits for its slowest warp at the __syncthreads after the dot
+ *        products. At 1 or 2 rows warp 1 has as many units as any (3 of
+ *        QKV's 17–18), warp 7 the fewest (2; none of proj's and fc-proj's
+ *        6), so there the requests overlap the other warps' dot products.
+ */
+#define RING_PRODUCER_LAST_WARP (STEP_THREADS - 32)
+
+/** @brief WeightRing::request's default end: past every linear of the step (and the LM head's pieces). */
+#define RING_ALL_LINEARS (1 << 30)
+
+/** @brief One of the step's linears as a block's ring sees it: where its share starts, how long it is. */
+struct RingPlan {
+    const uint4 *src; /**< the block's share of the linear: a contiguous run of 16-byte chunks */
+    unsigned n;       /**< its chunks */
+};
+
+static_assert(sizeof(RingPlan) == 16, "step_ring_offset counts 16 bytes a linear");
+
+/**
+ * @brief A block's ring of weights in shared memory. Linear j (the step's
+ *        linears in order, four per block of the model, then v5's pieces of
+ *        the LM head) starts at chunk start[j % RING_LINEARS] and may wrap
+ *        past the end; its bytes have landed when mbarrier j % RING_LINEARS
+ *        completes its phase j / RING_LINEARS. head, tail, next and freed are
+ *        kept by the producer: it alone requests and gives back.
+ */
+struct WeightRing {
+    uint4 *buf;              /**< the ring: `chunks` 16-byte chunks of shared memory */
+    unsigned chunks;         /**< its capacity */
+    uint64_t *bars;          /**< [RING_LINEARS] mbarriers, one per linear in the ring */
+    unsigned *start;         /**< [RING_LINEARS] the chunk where each linear begins */
+    const RingPlan *plan;    /**< [linears] the block's share of each linear, worked out once as the step begins */
+    int linears;             /**< the entries of the plan */
+    unsigned long long head; /**< chunks requested since the step began */
+    unsigned long long tail; /**< chunks given back */
+    int next;                /**< the next linear to request */
+    int freed;               /**< linears given back */
+    bool evict_first;        /**< v5-v7: the copies mark the weights evict-first in L2 (decode_ring_head.cu) */
+    int producer;            /**< the thread that requests and gives back */
+
+    /** @brief Whether this thread is the producer. */
+    __device__ __forceinline__ bool is_producer() const { return (int)threadIdx.x == producer; }
+
+    /** @brief The producer, once: make the mbarriers (one arrival each: the producer's, with the bytes it expects). */
+    __device__ void init()
+    {
+#if __CUDA_ARCH__ >= 900
+        for (int b = 0; b < RING_LINEARS; ++b) mbar_init(bars + b, 1);
+        mbar_fence_init();
+#endif
+    }
+    /** @brief The producer: request the next linears, in order, while they fit (and an mbarrier is free), up to
+     *         linear `end` − 1 (v5's pacing in fp16; by default all of them). */
+    __device__ void request(int end = RING_ALL_LINEARS)
+    {
+#if __CUDA_ARCH__ >= 900
+        fence_shared_for_tma(); /* the reads of what was given back, before the copies overwrite it */
+        const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
+        for (; next < linears && next < end && next - freed < RING_LINEARS; ++next) {
+            const unsigned n = plan[next].n, at = (unsigned)(head % chunks), first = n < chunks - at ? n : chunks - at;
+            if (head + n - tail > chunks) return; /* not yet: a linear's bytes come back first */
+            uint64_t *bar = bars + next % RING_LINEARS;
+            start[next % RING_LINEARS] = at;
+            mbar_arrive_expect_bytes(bar, n * 16);
+            if (first) copy(buf + at, plan[next].src, first * 16, bar, policy);
+            if (n > first) copy(buf, plan[next].src + first, (n - first) * 16, bar, policy); /* the part past the end */
+            head += n;
+        }
+#else
+        __trap(); /* the launcher takes the ring only on sm_90 */
+#endif
+    }
+#if __CUDA_ARCH__ >= 900
+    /** @brief One bulk copy into the ring: plain (v4), or with v5-v7's evict-first policy. */
+    __device__ __forceinline__ void copy(uint4 *dst, const uint4 *src, unsigned bytes, uint64_t *bar, uint64_t policy)
+    {
+        if (evict_first) bulk_load_with_policy(dst, src, bytes, bar, policy);
+        else bulk_load(dst, src, bytes, bar);
+    }
+#endif
+    /** @brief Every thread: wait until linear j's bytes have landed. */
+    __device__ __forceinline__ void wait(int j) const
+    {
+#if __CUDA_ARCH__ >= 900
+        mbar_wait(bars + j % RING_LINEARS, (j / RING_LINEARS) & 1);
+#endif
+    }
+    /** @brief The producer, after a __syncthreads that follows every read of it: give back the oldest linear. */
+    __device__ __forceinline__ void give_back() { tail += plan[freed++].n; }
+    /** @brief Chunk q of the ring counted from `from` (q < 2·chunks: at most one wrap). */
+    __device__ __forceinline__ uint4 at(unsigned from, unsigned q) const
+    {
+        unsigned i = from + q;
+        return buf[i >= chunks ? i - chunks : i];
+    }
+};
+
+/**
+ * @brief The dot products of a linear phase with the weights from the ring:
+ *        v3's units and slices, each weight chunk read from shared memory
+ *        instead of a register slot. The warps' finished dot products go to
+ *        `partial` for finish_phase, as in run_phase.
+ */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, const WeightRing &ring, int j,
+                                                      const T *rows, int K, float *partial)
+{
+    const int lane = threadIdx.x % 32;
+    const unsigned from = ring.start[j % RING_LINEARS];
+    for (int u = threadIdx.x / 32; u < p.units; u += STEP_WARPS) {
+        const int o = u >> p.log2S, s = u & (p.S - 1);
+        const unsigned first = (unsigned)(o * p.chunks);
+        float acc[ROWS];
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) acc[m] = 0.0f;
+#pragma unroll 4
+        for (int c = s * 32 + lane; c < p.chunks; c += 32 << p.log2S)
+            multiply_chunk<T, ROWS>(ring.at(from, first + c), rows, K, c, acc);
+        const float mine = reduce_rows_to_lanes<ROWS>(acc);
+        if (lane < ROWS) partial[u * ROWS + lane] = mine;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* v5-v7: the LM head through the ring, a LayerNorm's rows in one pass       */
+/* ------------------------------------------------------------------------ */
+/*
+ * The LM head is an eighth of v4's step: 77 MB of wte streamed through
+ * registers from the moment its barrier opens, while the layers' weights
+ * stream through the ring phases ahead and leave DRAM idle most of the time.
+ * So v5 cuts each block's share of the head (about 380 outputs, 585 KB) into
+ * pieces of 32 outputs and puts them in the ring's plan after the last
+ * layer's linears: the producer requests them as soon as the last layers
+ * give back their bytes, and the first pieces have landed before the head
+ * begins. The head reads one piece at a time and gives it back at once.
+ *
+ * The rows of a LayerNorm phase (QKV, fc, the head) took three passes over
+ * shared memory, each ended by a __syncthreads (staging the rows, their
+ * statistics, normalising them). From v5, warp m loads row m from L2 into
+ * registers, reduces its two sums with one butterfly, normalises in
+ * registers with the gain and shift it requested before the barrier, and
+ * writes the row once.
+ */
+
+/** @brief Outputs of the LM head per piece in the ring, for `elem`-byte weights: 32 in fp16, 4 tiles of 8 (48 KB at
+ *         C = 768), so that at 8 rows the ring holds three or four of them beside the rows; 16 in fp32, the same 48 KB. */
+static __host__ __device__ __forceinline__ constexpr int head_piece_outputs(size_t elem) { return (int)(64 / elem); }
+
+/** @brief The pieces of a block's share of the LM head of `outs` outputs of `elem` bytes each. */
+static __host__ __device__ __forceinline__ int head_pieces(int outs, size_t elem)
+{
+    return (outs + head_piece_outputs(elem) - 1) / head_piece_outputs(elem);
+}
+
+/** @brief The ring's plan: 4L linears, and (v5-v7) the pieces of one block's share of the LM head (V over blocks). */
+static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, int blocks, size_t elem, bool head_ring)
+{
+    return 4 * L + (head_ring ? head_pieces((V + blocks - 1) / blocks, elem) : 0);
+}
+
+/** @brief The most 16-byte chunks the ring must hold at once: one block's share of one linear, and with the LM head
+ *         in the ring (v5-v7) room for two of its pieces. */
+static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_ring)
+{
+    const int vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
+    unsigned most = head_ring ? (unsigned)(2 * head_piece_outputs(elem)) * (unsigned)(C / vec) : 0;
+    for (int i = 0; i < 4; ++i) {
+        unsigned chunks = (unsigned)((shapes[i][0] + blocks - 1) / blocks) * (unsigned)(shapes[i][1] / vec);
+        most = chunks > most ? chunks : most;
+    }
+    return most;
+}
+
+/** @brief The block's share of the step's linear j (four per block of the model) as the ring copies it. */
+template <typename T>
+static __device__ __forceinline__ RingPlan plan_linear(const decode_step_args &a, const decode_layer_weights *layers,
+                                                       int j)
+{
+    LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
+    LinearShare share = share_of<T>(d.w, d.N, d.K, true);
+    return {share.w, (unsigned)(share.outs * share.chunks)};
+}
+
+/** @brief v5-v7: the pieces of the block's share of the LM head into the plan after the 4L linears, by the block's
+ *         threads in turn; how many. */
+template <typename T>
+static __device__ int plan_head_pieces(const decode_step_args &a, const decode_layer_weights *layers, RingPlan *plan)
+{
+    LinearPhase d = describe_phase(a, layers, 5 * a.L);
+    LinearShare head = share_of<T>(d.w, d.N, d.K, false);
+    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T));
+    const int pieces = head_pieces(head.outs, sizeof(T));
+    for (int q = threadIdx.x; q < pieces; q += STEP_THREADS) {
+        const int outs = min(PIECE_OUTPUTS, head.outs - q * PIECE_OUTPUTS);
+        plan[4 * a.L + q] = {head.w + (long long)q * PIECE_OUTPUTS * head.chunks, (unsigned)(outs * head.chunks)};
+    }
+    return pieces;
+}
+
+/** @brief v5 (fp16): the linears asked for as the step starts (the first QKV's). */
+#define PACED_FIRST_LINEARS 1
+/** @brief v5 (fp16): the most linears, the current one included, asked for at a linear's rows: one block of the
+ *         model (QKV, proj, fc and fc-proj). */
+#define PACED_AHEAD_LINEARS 4
+
+/**
+ * @brief v5-v7 (fp16): where the producer's requests stop at linear j's
+ *        rows, a phase of kind `kind`. Asking for whatever fits, as the step
+ *        starts that is 8 linears, nearly two blocks of the model: 26 MB
+ *        from all blocks at once, 9 µs of DRAM, and the first phase's own
+ *        loads (the embedding's row, LayerNorm's parameters) queue behind
+ *        it, so that its rows took 13 µs where the later QKVs' take 1.1
+ *        (H100, batch 1). So the first QKV alone is asked for as the step
+ *        starts (PACED_FIRST_LINEARS), then at a linear's rows at most
+ *        PACED_AHEAD_LINEARS linears, itself included. At proj's rows, where
+ *        the copies would land during proj's short phase and the barrier
+ *        after it, nothing past proj: fc's rows ask instead. The end is never
+ *        below j + 1, so linear j is always asked for before the block waits
+ *        for it. (In fp32 the ring holds less than a layer, and the same
+ *        rules lost: it asks for what fits.)
+ */
+static __device__ __forceinline__ int paced_request_end(int j, int kind)
+{
+    return kind == PHASE_PROJ ? j + 1 : j + PACED_AHEAD_LINEARS;
+}
+
+/** @brief Before the barrier of a LayerNorm phase: this lane's gain and shift of each 16-byte chunk of a row it
+ *         normalises (k = (lane + 32·i)·VEC + v; ln_w and ln_b are whole cudaMalloc'd arrays: 16-byte aligned). */
+template <typename T>
+static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const float *ln_w, const float *ln_b,
+                                                          int K)
+{
+    constexpr int VEC = Vec16<T>::N;
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < ROWS_ONE_PASS_PER_LANE / VEC; ++i) {
+        const int k = (lane + 32 * i) * VEC;
+#pragma unroll
+        for (int v = 0; v < VEC; v += 4) {
+            const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float4 g = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_w + k + v)) : zero;
+            const float4 b = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_b + k + v)) : zero;
+            float *gain = pre.chunk_gain + i * VEC + v, *shift = pre.chunk_shift + i * VEC + v;
+            gain[0] = g.x, gain[1] = g.y, gain[2] = g.z, gain[3] = g.w;
+            shift[0] = b.x, shift[1] = b.y, shift[2] = b.z, shift[3] = b.w;
+        }
+    }
+}
+
+/**
+ * @brief A LayerNorm phase's input rows (K <= ROWS_ONE_PASS_MAX_K) in one
+ *        pass: warp m loads row m of `src` (written by the phase before:
+ *        through L2; FROM_SHARED: a row already in shared memory) into
+ *        registers, reduces its two sums with one butterfly, normalises in
+ *        registers and writes the row to shared memory, rounded to T as
+ *        layernorm_step_rows rounds it. Rows M .. ROWS − 1 are zero. One
+ *        __syncthreads, at the end. With src NULL (the first QKV) row m is
+ *        the embedding of sequence m, wte's row of its token plus wpe's of
+ *        its position, summed in registers (block 0 writes the sum to x, the
+ *        residual stream).
+ */
+template <typename T, int ROWS, bool FROM_SHARED = false>
+static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K, const Prefetched &pre,
+                                            const decode_step_args &a)
+{
+    constexpr int VEC = Vec16<T>::N, CHUNKS = ROWS_ONE_PASS_PER_LANE / VEC; /* a lane's chunks of a row */
+    const int lane = threadIdx.x % 32;
+    for (int m = threadIdx.x / 32; m < ROWS; m += STEP_WARPS) {
+        const uint4 *in, *position = NULL;
+        uint4 *x = NULL;
+        if (src) {
+            in = reinterpret_cast<const uint4 *>(src + (long long)m * K);
+        } else {
+            const int token = m < M ? step_token(a, m) : 0, pos = m < M ? __ldg(a.positions + m) : 0;
+            in = reinterpret_cast<const uint4 *>((const T *)a.wte + (long long)token * K);
+            position = reinterpret_cast<const uint4 *>((const T *)a.wpe + (long long)pos * K);
+            if (blockIdx.x == 0) x = reinterpret_cast<uint4 *>((T *)a.x + (long long)m * K);
+        }
+        uint4 *out = reinterpret_cast<uint4 *>(rows + (long long)m * K);
+        float v[CHUNKS][VEC];
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) { /* every load first: one trip to L2 */
+            const int c = lane + 32 * i;
+            const bool live = m < M && c * VEC < K;
+            unpack16(live ? (FROM_SHARED ? in[c] : load_fresh(in + c)) : make_uint4(0, 0, 0, 0), v[i], T());
+            if (position && live) { /* the embedding: plus wpe, rounded to T */
+                float p[VEC];
+                unpack16(__ldg(position + c), p, T());
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) v[i][e] += p[e];
+                const uint4 sum = pack16(v[i], T());
+                unpack16(sum, v[i], T());
+                if (x) x[c] = sum;
+            }
+        }
+        if (m >= M) { /* a row of the tile with no sequence: zeros */
+            for (int c = lane; c * VEC < K; c += 32) out[c] = make_uint4(0, 0, 0, 0);
+            continue;
+        }
+        /* the statistics from d = x − x₀, as layernorm_step_rows (x₀ the row's first value: lane 0's) */
+        const float x0 = __shfl_sync(0xffffffffu, v[0][0], 0);
+        float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const float d = (lane + 32 * i) * VEC < K ? v[i][e] - x0 : 0.0f;
+                s1 += d, s2 = fmaf(d, d, s2);
+            }
+        s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
+        const float mean_d = s1 / K, mean = x0 + mean_d;
+        const float rstd = rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const int c = lane + 32 * i;
+            if (c * VEC >= K) break;
+            float y[VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                y[e] = (v[i][e] - mean) * rstd * pre.chunk_gain[i * VEC + e] + pre.chunk_shift[i * VEC + e];
+            out[c] = pack16(y, T());
+        }
+    }
+    __syncthreads();
+}
+
+/** @brief One piece of the LM head on FFMA (1 or 2 rows, and fp32): warp w (of `warps`) takes outputs w, w + warps,
+ *         …, each a whole K per warp, as run_phase_ring's units; lane m keeps row m's logit. */
+template <typename T, int ROWS>
+static __device__ __forceinline__ void head_piece_ffma(const LinearShare &p, const WeightRing &ring, unsigned from,
+                                                       int o0, int outs, int w, int warps, const T *rows, int K,
+                                                       unsigned long long &best, const decode_step_args &a)
+{
+    const int lane = threadIdx.x % 32;
+    for (int o = w; o < outs; o += warps) {
+        float acc[ROWS];
+#pragma unroll
+        for (int m = 0; m < ROWS; ++m) acc[m] = 0.0f;
+#pragma unroll 4
+        for (int c = lane; c < p.chunks; c += 32)
+            multiply_chunk<T, ROWS>(ring.at(from, (unsigned)(o * p.chunks + c)), rows, K, c, acc);
+        const float mine = reduce_rows_to_lanes<ROWS>(acc);
+        if (lane < a.M) keep_logit<T>(mine, lane, p.n0 + o0 + o, best, a);
+    }
+}
+
+/**
+ * @brief The LM head through the ring on FFMA: the block's pieces (ring
+ *        entries first, first + 1, …) one at a time, the 8 warps taking a
+ *        piece's outputs in turn; each piece given back as soon as it is
+ *        read, and the next requested, so that two more are in flight while
+ *        one is read.
+ */
+template <typename T, int ROWS>
+static __device__ void run_head_ring_ffma(const LinearShare &p, WeightRing &ring, int first, const T *rows, int K,
+                                          unsigned long long &best, const decode_step_args &a)
+{
+    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T));
+    const int pieces = head_pieces(p.outs, sizeof(T)), warp = threadIdx.x / 32;
+    for (int q = 0; q < pieces; ++q) {
+        ring.wait(first + q);
+        const unsigned from = ring.start[(first + q) % RING_LINEARS];
+        const int o0 = q * PIECE_OUTPUTS, outs = min(PIECE_OUTPUTS, p.outs - o0);
+        head_piece_ffma<T, ROWS>(p, ring, from, o0, outs, warp, STEP_WARPS, rows, K, best, a);
+        __syncthreads(); /* every warp has read the piece */
+        if (ring.is_producer()) { /* lane 0 of warp 7, which keeps no logits */
+            ring.give_back();
+            ring.request();
+        }
+    }
+}
+
+#endif /* STAGE10_WEIGHT_RING_CUH */
