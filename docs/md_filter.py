@@ -27,7 +27,7 @@ def main():
         resolved = os.path.relpath(os.path.normpath(os.path.join(here, target)), ROOT)
         if resolved.startswith("plots/images/"):
             resolved = os.path.basename(resolved)  # images are found through IMAGE_PATH
-        elif re.search(r"\.(c|h|cu)$", resolved):
+        elif re.search(r"\.(c|h|cu|cuh)$", resolved):
             resolved = "@ref " + resolved  # a source file: its documentation page
         return f"{m.group(1)}({resolved})"
 

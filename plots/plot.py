@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -47,10 +48,11 @@ ROOF_NOTES = {
     "06": "roof = the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's softmax), "
           "measured in the same run; for comparison, PyTorch 2.11 SDPA (FlashAttention-2 backend) measured on the "
           "same H100 at B4 H12 N4096 fp16: 290 / 339 TFLOP/s non-causal d64 / d128, 243 / 279 causal",
-    "10": "prefill rows: roof = Hugging Face transformers (eager, PyTorch 2.11) on the same H100, B8 x T1024 "
-          "138k tok/s fp32 and 492k fp16; decode rows: roof = the weight-streaming limit, every weight read once "
-          "per step (495 MB fp32, 247 MB fp16) at the copy bandwidth measured in the run (HF's batch-1 fp32 "
-          "decode: 112 tok/s)",
+    "10": "prefill: roof = Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, B8 x T1024 "
+          "138k tok/s fp32 and 492k fp16; decode and serving: roof = the tokens per second if a step took only the "
+          "time to read what it must, every weight once (495 MB fp32, 247 MB fp16) and each sequence's K and V at "
+          "its mean context, at the copy bandwidth measured in the run (HF's batch-1 fp32 decode on the H100: "
+          "112 tok/s)",
 }
 
 
@@ -114,10 +116,14 @@ def draw(results_dir, out_dir):
     if not sets:
         sys.exit(f"no results under {results_dir}")
     for gpu_slug, stage, path in sets:
-        rows = read_csv(path)
+        all_rows = rows = read_csv(path)
+        if stage == "10":  # the serving rows have a plot of their own (draw_serving)
+            rows = [r for r in rows if not r["problem"].startswith("serving")]
         groups = group_by_problem(rows)
-        fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.45 * len(rows) + 1.2 * len(groups)),
-                                 squeeze=False)
+        # each panel as tall as its rows, plus room for its title and axis
+        heights = [0.28 * len(rs) + 0.95 for rs in groups.values()]
+        fig, axes = plt.subplots(len(groups), 1, figsize=(10, sum(heights) + 0.6), squeeze=False,
+                                 gridspec_kw={"height_ratios": heights})
         for ax, ((problem, size), rs) in zip(axes[:, 0], groups.items()):
             labels = [f"{r['variant']}: {r['name']}" for r in rs]
             has_roof = all(finite(r["pct_roof"]) for r in rs)
@@ -142,48 +148,48 @@ def draw(results_dir, out_dir):
             ax.set_yticks(list(y))
             ax.set_yticklabels(labels, fontsize=8)
             ax.invert_yaxis()  # v1 on top: teaching order, never sorted by speed
-            ax.set_title(f"{problem}, {size}", fontsize=9, loc="left")
+            ax.set_title(textwrap.fill(f"{problem}, {size}", 110), fontsize=9, loc="left")
         roof = rows[0]["roof"]
-        if rows[0]["unit"] == "GB/s":
+        if stage == "10":
+            what = "roof: prefill HF transformers (eager); decode the bytes a step must read at the copy bandwidth"
+        elif rows[0]["unit"] == "GB/s":
             what = f"roof {roof:.0f} {rows[0]['unit']}"
         elif stage == "06":
             what = "roof = the unfused cuBLAS + softmax peer, same run"
-        elif stage == "10":
-            what = "roof: prefill HF transformers (eager); decode the weight-streaming limit"
         elif stage == "04":
             what = "roof = cuBLASLt with its GELU_BIAS epilogue"
         else:
             what = "roof = the cuBLAS peer"
         fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — {what}", fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1, 0.98))
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (sum(heights) + 0.6)))
         target = os.path.join(out_dir, image_name(stage, gpu_slug))
         fig.savefig(target, dpi=110)
         plt.close(fig)
         print(f"drew {os.path.relpath(target, ROOT)}")
         if stage == "10":
-            draw_serving(plt, rows, gpu_slug, out_dir)
+            draw_serving(plt, all_rows, gpu_slug, out_dir)
     draw_attention_memory(plt, out_dir)
 
 
 def draw_serving(plt, rows, gpu_slug, out_dir):
-    """Stage 10's serving table as lines: tokens/s against the batch, one line per variant, and the
-    weight-streaming limit times the batch (dashed; fp32 and fp16). Nothing when the CSV has no serving rows."""
+    """Stage 10's serving table as lines: tokens/s against the batch, one line per variant and precision, and the
+    decode roof of each precision (dashed: fp32; dotted: fp16). Nothing when the CSV has no serving rows."""
     serving = [r for r in rows if r["problem"].startswith("serving, batch ") and finite(r["throughput"])]
     if not serving:
         return
     batch = lambda r: int(re.match(r"serving, batch (\d+)", r["problem"]).group(1))
     fig, ax = plt.subplots(figsize=(9, 4.6))
-    variants = sorted({r["variant"] for r in serving}, key=lambda v: int(v[1:]))
-    colors = plt.get_cmap("tab20").colors  # 20 distinct colours: the default cycle repeats after 10 variants
-    for i, v in enumerate(variants):
-        rs = sorted((r for r in serving if r["variant"] == v), key=batch)
-        ax.plot([batch(r) for r in rs], [r["throughput"] for r in rs], "o-", color=colors[i % len(colors)],
-                label=f"{v}: {rs[0]['name']}")
-    for fp16, style in ((False, "--"), (True, ":")):
-        rs = sorted((r for r in serving if (r["variant"] in STAGE10_FP16) == fp16), key=batch)
+    colors = plt.get_cmap("tab20").colors  # 20 distinct colours: the default cycle repeats after 10 lines
+    lines = list(dict.fromkeys((precision(r), r["variant"]) for r in serving))
+    for i, (dtype, v) in enumerate(lines):
+        rs = sorted((r for r in serving if r["variant"] == v and precision(r) == dtype), key=batch)
+        ax.plot([batch(r) for r in rs], [r["throughput"] for r in rs], "o-" if dtype == "fp16" else "s--",
+                color=colors[i % len(colors)], label=f"{v} {dtype}: {rs[0]['name']}")
+    for dtype, style in (("fp32", "--"), ("fp16", ":")):
+        rs = sorted({batch(r): r for r in serving if precision(r) == dtype}.values(), key=batch)
         if rs:
             ax.plot([batch(r) for r in rs], [r["roof"] for r in rs], style, color="#555555", linewidth=1,
-                    label=f"weight-streaming limit × batch ({'fp16' if fp16 else 'fp32'})")
+                    label=f"the decode roof ({dtype}): the bytes a step must read at the copy bandwidth")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     batches = sorted({batch(r) for r in serving})
@@ -198,6 +204,11 @@ def draw_serving(plt, rows, gpu_slug, out_dir):
     fig.savefig(target, dpi=110, bbox_inches="tight")  # the legend outside the axes included
     plt.close(fig)
     print(f"drew {os.path.relpath(target, ROOT)}")
+
+
+def precision(r):
+    """The storage of a row whose problem names it last ("..., fp16"), else fp32."""
+    return "fp16" if r["problem"].endswith("fp16") else "fp32"
 
 
 def draw_attention_memory(plt, out_dir):
@@ -328,21 +339,129 @@ def stage_table(rows):
     return "\n".join(out).rstrip()
 
 
+# ---- stage 10's tables ------------------------------------------------------
+# Stage 10 measures seven variants in two precisions on a dozen problems: one
+# table a problem would fill its page, so its tables put the problems in columns.
+
+STAGE10_DECODE = [("greedy decode, batch 1, kernel by kernel", "batch 1, kernel by kernel"),
+                  ("greedy decode, batch 1, CUDA graph", "batch 1, CUDA graph"),
+                  ("greedy decode, batch 1, steps queued on the GPU", "batch 1, steps queued"),
+                  ("greedy decode, batch 8, CUDA graph", "batch 8, CUDA graph"),
+                  ("greedy decode, batch 8, steps queued on the GPU", "batch 8, steps queued")]
+
+
+def stage10_rows(rows):
+    """(problem, variant) -> row, and the variants in teaching order."""
+    return {(r["problem"], r["variant"]): r for r in rows}, list(dict.fromkeys(r["variant"] for r in rows))
+
+
+def stage10_best_batch1(by, v, dtype):
+    """The variant's fastest batch-1 decode row in `dtype` (whichever way its steps are launched), or None."""
+    rs = [by.get((f"{p}, {dtype}", v)) for p, _ in STAGE10_DECODE if "batch 1" in p]
+    rs = [r for r in rs if r and finite(r["throughput"])]
+    return max(rs, key=lambda r: r["throughput"]) if rs else None
+
+
+def stage10_table(rows):
+    """Stage 10's measured tables: decode (a row a variant, the ways of launching in columns), prefill, serving
+    and the decode linear alone."""
+    by, variants = stage10_rows(rows)
+    out = [f"Measured on {rows[0]['gpu']}; {ROOF_NOTES['10']}.", ""]
+    for dtype in ("fp32", "fp16"):
+        present = [v for v in variants if any((f"{p}, {dtype}", v) in by for p, _ in STAGE10_DECODE)]
+        if not present:
+            continue
+        roof = {b: next((r["roof"] for (p, _), r in by.items() if p.startswith(f"greedy decode, batch {b},")
+                         and p.endswith(dtype)), float("nan")) for b in (1, 8)}
+        out += [f"**Greedy decode, {dtype}: time per step** (prompt 128, 128 steps; the roof {roof[1]:.0f} tok/s at "
+                f"batch 1, {roof[8]:.0f} at batch 8)", "",
+                "| variant | what it adds | " + " | ".join(h for _, h in STAGE10_DECODE) +
+                " | best batch 1 | % of roof | vs v1 |", "|---|---|" + "---:|" * (len(STAGE10_DECODE) + 3)]
+        base = stage10_best_batch1(by, present[0], dtype)
+        for v in present:
+            cells = [v, next(r["name"] for (p, vv), r in by.items() if vv == v and p.startswith("greedy"))]
+            for p, _ in STAGE10_DECODE:
+                r = by.get((f"{p}, {dtype}", v))
+                cells.append(fmt_ms(r["time_ms"]) if r and finite(r["time_ms"]) else "–")
+            best = stage10_best_batch1(by, v, dtype)
+            cells += [f"{best['throughput']:.0f} tok/s", f"{best['pct_roof']:.1f}%",
+                      f"{best['throughput'] / base['throughput']:.2f}×"] if best else ["–"] * 3
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    prefill = [r for r in rows if r["problem"].startswith("prefill")]
+    if prefill:
+        out += ["**Prefill, B8 × T1024** (v1's kernels in every variant)", "",
+                "| precision | time | tok/s | × HF transformers |", "|---|---:|---:|---:|"]
+        out += [f"| {precision(r)} | {fmt_ms(r['time_ms'])} | {r['throughput']:.0f} | {r['pct_roof'] / 100:.2f}× |"
+                for r in prefill]
+        out.append("")
+    batches = sorted({int(re.match(r"serving, batch (\d+)", r["problem"]).group(1)) for r in rows
+                      if r["problem"].startswith("serving")})
+    for dtype in ("fp32", "fp16"):
+        present = [v for v in variants if (f"serving, batch 1, mixed prompt lengths, {dtype}", v) in by]
+        if not present:
+            continue
+        out += [f"**Serving, {dtype}: tokens per second** (prompts of 16-512 tokens, 32 steps; % of the roof)", "",
+                "| variant | " + " | ".join(f"batch {b}" for b in batches) + " |", "|---|" + "---:|" * len(batches)]
+        for v in present:
+            cells = [v]
+            for b in batches:
+                r = by.get((f"serving, batch {b}, mixed prompt lengths, {dtype}", v))
+                cells.append(f"{r['throughput']:.0f} ({r['pct_roof']:.0f}%)" if r and finite(r["throughput"]) else "–")
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    alone = [r for r in rows if r["problem"].startswith("decode linear alone")]
+    if alone:
+        layers = list(dict.fromkeys((re.match(r"decode linear alone \((.*?)\)", r["problem"]).group(1), r["size"])
+                                    for r in alone))
+        cols = list(dict.fromkeys((r["variant"], precision(r)) for r in alone))
+        out += [f"**The decode linear alone, M = 1: GB/s** (% of the copy roof, {alone[0]['roof']:.0f} GB/s)", "",
+                "| layer | K × N | " + " | ".join(f"{v} {d}" for v, d in cols) + " |", "|---|---|" + "---:|" * len(cols)]
+        for layer, size in layers:
+            cells = [layer, size.replace("K", "").replace(" x N", " × ")]
+            for v, d in cols:
+                r = next((r for r in alone if r["variant"] == v and precision(r) == d and f"({layer})" in r["problem"]), None)
+                cells.append(f"{r['throughput']:.0f} ({r['pct_roof']:.0f}%)" if r and finite(r["throughput"]) else "–")
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out).rstrip()
+
+
+def stage10_t4_table(rows):
+    """Stage 10's predicted-T4 table: the T4 estimate of each decode row of the variants that run on one."""
+    by, variants = stage10_rows(rows)
+    out = ["**Predicted, not measured.** A decode step reads every weight once; on a T4 (320 GB/s) that alone takes "
+           "1.55 ms in fp32. Batch 1-8 steps are bound by launches and latency beside it: the estimate is the T4's "
+           f"weight streaming plus the time the {rows[0]['gpu']} step took beyond its own streaming. Only fp32's v1-v3 "
+           "run on a T4: fp16 needs sm_80 (the prefill's tensor-core linear), v4-v7 sm_90 (the copy engine).", "",
+           "| variant | " + " | ".join(h for _, h in STAGE10_DECODE) + " |", "|---|" + "---:|" * len(STAGE10_DECODE)]
+    for v in variants:
+        rs = [by.get((f"{p}, fp32", v)) for p, _ in STAGE10_DECODE]
+        if not any(rs) or needs_newer(next(r for r in rs if r)):
+            continue
+        cells = []
+        for r in rs:
+            pred = t4_prediction(r) if r else None
+            cells.append(f"{fmt_ms(pred[1])} ({r['throughput'] * r['time_ms'] / pred[1]:.0f} tok/s)"
+                         if pred and finite(pred[1]) else "–")
+        out.append(f"| {v} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 # ---- predicted T4 numbers ---------------------------------------------------
 # No T4 has run the course yet, so each stage page carries a *prediction* for
 # it, computed from datasheet roofs and the work each variant did on the GPU that
 # measured it. Datasheets: T4 (TU104, 70 W): 320 GB/s GDDR6, 8.1 TFLOP/s fp32,
-# 65 TFLOP/s fp16 tensor. H100 SXM5 (the "H100 80GB HBM3" that measured the
-# shipped CSVs): 3.35 TB/s HBM3, 67 TFLOP/s fp32, 989 TFLOP/s fp16 dense tensor.
+# 65 TFLOP/s fp16 tensor. H100 SXM5 ("NVIDIA H100 80GB HBM3"): 3.35 TB/s HBM3,
+# 67 TFLOP/s fp32, 989 TFLOP/s fp16 dense tensor. H200 SXM: the H100's arithmetic
+# with 4.8 TB/s HBM3e.
 T4_ROOF = {"GB/s": 320.0, "fp32": 8.1, "tensor": 65.0}
-MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "tensor": 989.0}}
+MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "tensor": 989.0},
+                      "NVIDIA H200": {"GB/s": 4800.0, "fp32": 67.0, "tensor": 989.0}}
 # Variants that need more than sm_75 (each stage's table of variants says so:
 # min_cc): they do not run on a T4 at all.
 NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90"},
                "04": {"v4": "sm_80", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90"},
-               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v2": "sm_80", "v4": "sm_80", "v6": "sm_80", "v7": "sm_90", "v8": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90", "v15": "sm_90", "v16": "sm_90", "v17": "sm_90", "v18": "sm_90", "v19": "sm_90", "v20": "sm_90", "v21": "sm_90", "v22": "sm_90", "v23": "sm_90", "v24": "sm_90", "v25": "sm_90", "v26": "sm_90", "v27": "sm_90"}}
-# Stage 10's variants that store fp16 (2 bytes a weight; the others fp32).
-STAGE10_FP16 = ("v2", "v4", "v6", "v8", "v9", "v10", "v12", "v14", "v16", "v18", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27")
+               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v4": "sm_90", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90"}}
 # GPT-2 124M (stage 10): parameters, all streamed once per decode step.
 GPT2_124M_PARAMS = 124_439_808
 
@@ -356,10 +475,15 @@ def compute_unit(stage, problem, variant):
     return "tensor"
 
 
-def runs_anywhere(r):
-    """Rows whose kernels need no sm_80 although their variant does: stage 10's decode linear alone (its fp16
-    rows are plain CUDA; v2/v4 need sm_80 only for the tensor-core prefill)."""
-    return r["stage"] == "stage10" and r["problem"].startswith("decode linear alone")
+def needs_newer(r):
+    """What a row's variant needs beyond sm_75, or None: the stage's table of variants, and stage 10's fp16, whose
+    prefill takes stage 04's tensor-core linear (sm_80); its decode linear alone is plain CUDA in both precisions."""
+    stage = r["stage"][-2:]
+    if stage == "10" and r["problem"].startswith("decode linear alone"):
+        return None
+    if stage == "10" and precision(r) == "fp16":
+        return NEEDS_NEWER[stage].get(r["variant"], "sm_80")
+    return NEEDS_NEWER.get(stage, {}).get(r["variant"])
 
 
 def is_decode(r):
@@ -370,7 +494,7 @@ def is_decode(r):
 def t4_prediction(r):
     """(floor ms, estimate ms, what limits it) on a T4 for one measured row; None where it cannot run."""
     stage = r["stage"][-2:]
-    if r["variant"] in NEEDS_NEWER.get(stage, {}) and not runs_anywhere(r):
+    if needs_newer(r):
         return None
     roofs = MEASURING_GPU_ROOF.get(r["gpu"])
     ms = r["time_ms"]
@@ -379,8 +503,8 @@ def t4_prediction(r):
     elif r["unit"] == "TFLOP/s":
         key, work = compute_unit(stage, r["problem"], r["variant"]), r["throughput"] * ms / 1e3  # TFLOP done
     elif stage == "10" and is_decode(r):  # every weight once per step, at any batch
-        key, work = "GB/s", GPT2_124M_PARAMS * (2 if r["variant"] in STAGE10_FP16 else 4) / 1e9
-    elif stage == "10":  # prefill: fp32 linear layers on CUDA cores (v2's fp16 needs sm_80)
+        key, work = "GB/s", GPT2_124M_PARAMS * (2 if precision(r) == "fp16" else 4) / 1e9
+    elif stage == "10":  # prefill: fp32 linear layers on CUDA cores (fp16 needs sm_80)
         key, work = "fp32", 2 * GPT2_124M_PARAMS * r["throughput"] * ms / 1e3 / 1e12
     else:
         return None
@@ -408,7 +532,7 @@ def t4_table(rows):
     def cells(r):
         pred = t4_prediction(r)
         if pred is None:
-            need = NEEDS_NEWER.get(r["stage"][-2:], {}).get(r["variant"], "newer hardware")
+            need = needs_newer(r) or "newer hardware"
             return [variant_label(r), fmt_ms(r["time_ms"]), "–", "–", "–", f"does not run (needs {need})"]
         floor, est, key = pred
         tp = r["throughput"] * r["time_ms"] / est if finite(est) else float("nan")
@@ -430,25 +554,18 @@ SUMMARY_PROBLEMS = {"03": 2, "04": 2}
 def best_summary(rows):
     """One line for the README's stage table: the best variant and the peer, on the first problem(s)."""
     stage = rows[0]["stage"][-2:]
+    if stage == "10":  # the fastest batch-1 decode, fp16 (whichever way its steps are launched), against its roof
+        by, variants = stage10_rows(rows)
+        best = max((b for v in variants for b in [stage10_best_batch1(by, v, "fp16")] if b),
+                   key=lambda r: r["throughput"], default=None)
+        if not best:
+            return "no decode rows"
+        how = "steps queued on the GPU" if "queued" in best["problem"] else best["problem"].split(", ")[2]
+        return (f"{best['variant']}: {best['pct_roof']:.0f}% of the decode roof ({best['throughput']:.0f} tok/s, "
+                f"batch-1 greedy decode, fp16, {how})")
     of = "of roof" if rows[0]["unit"] == "GB/s" else "of the peer"
-    if stage == "10":
-        of = "of HF transformers"
     parts = []
-    groups = group_by_problem(rows).items()
-    if stage == "10":  # the GEMV lesson's rows come first in the CSV; the line names prefill and decode
-        groups = [(key, rs) for key, rs in groups if not key[0].startswith("decode linear alone")]
-    # stage 10's batch-1 decode: the fastest of the two ways a step is launched (one CUDA graph a step, the host
-    # waiting for its token; or steps queued on the GPU, each reading the token the step before chose), the way named
-    decode_modes = {"greedy decode, batch 1, CUDA graph": "one CUDA graph a step",
-                    "greedy decode, batch 1, steps queued on the GPU": "steps queued on the GPU"}
-    for i, ((problem, _), rs) in enumerate(groups):
-        if stage == "10" and problem == "greedy decode, batch 1, CUDA graph":
-            best = max((r for (p, _), prs in groups if p in decode_modes for r in prs), key=lambda r: r["throughput"])
-            if finite(best["pct_roof"]):
-                parts.append(f"{best['variant']}: {best['pct_roof']:.0f}% of the weight-streaming limit "
-                             f"({best['throughput']:.0f} tok/s, batch-1 greedy decode, "
-                             f"{decode_modes[best['problem']]})")
-            continue
+    for i, ((problem, _), rs) in enumerate(group_by_problem(rows).items()):
         if i >= SUMMARY_PROBLEMS.get(stage, 1):
             continue
         ours = max((r for r in rs if not r["peer"]), key=lambda r: r["pct_roof"] if finite(r["pct_roof"]) else -1)
@@ -466,10 +583,15 @@ def best_summary(rows):
     return "; ".join(parts)
 
 
+# The GPU whose results the pages show where it has a stage's (the one we measure on now), then the others.
+PREFERRED_GPU = "nvidia-h200"
+
+
 def newest_results():
-    """stage -> (gpu slug, rows): one GPU's results per stage (the first GPU folder that has it)."""
+    """stage -> (gpu slug, rows): one GPU's results per stage (PREFERRED_GPU's where it has them, else the first GPU
+    folder that has the stage)."""
     chosen = {}
-    for gpu, stage, path in result_sets(RESULTS):
+    for gpu, stage, path in sorted(result_sets(RESULTS), key=lambda s: s[0] != PREFERRED_GPU):
         chosen.setdefault(stage, (gpu, read_csv(path)))
     return chosen
 
@@ -501,8 +623,9 @@ def tables(check):
     for num, folder, _ in STAGES:
         page = os.path.join(ROOT, "stages", folder, "README.md")
         if num in results and os.path.exists(page):
-            edits[page] = [(f"results:stage{num}", stage_table(results[num][1])),
-                           (f"t4:stage{num}", t4_table(results[num][1]))]
+            rows = results[num][1]
+            edits[page] = [(f"results:stage{num}", stage10_table(rows) if num == "10" else stage_table(rows)),
+                           (f"t4:stage{num}", stage10_t4_table(rows) if num == "10" else t4_table(rows))]
     stale = []
     for path, subs in edits.items():
         with open(path, encoding="utf-8") as f:

@@ -12,6 +12,7 @@
  * launches the step, so it chooses.
  */
 #include "proj_heads.cuh"
+#include "step_launch.cuh"
 
 /** @brief Layer `layer`'s row of proj_acc (its C sums, then the flag). */
 static __device__ __forceinline__ long long *proj_acc_row(const decode_step_args &a, int layer)

@@ -15,7 +15,7 @@
  * each block requests *before* it waits at the barrier, so the weights
  * stream while the slowest block of the previous phase finishes.
  */
-#include "decode_step.cuh"
+#include "step_launch.cuh"
 
 /** @brief Ask L2 for `bytes` from p (one 128-byte line per request, the block's threads in turn). */
 static __device__ __forceinline__ void prefetch_l2(const void *p, long long bytes)

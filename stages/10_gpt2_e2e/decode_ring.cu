@@ -4,6 +4,7 @@
  *        into a ring in each block's shared memory, phases ahead (sm_90;
  *        weight_ring.cuh says why and how).
  */
+#include "step_launch.cuh"
 #include "weight_ring.cuh"
 
 /**

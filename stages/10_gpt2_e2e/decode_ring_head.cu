@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "03_gemm/mma_ptx.cuh" /* mma_16x8x16_top: the dot products on tensor cores */
+#include "step_launch.cuh"
 #include "weight_ring.cuh"
 
 /* ------------------------------------------------------------------------ */

@@ -31,6 +31,7 @@
  * step's parity, and each step zeroes the other half for the next.
  */
 #include "proj_heads.cuh"
+#include "step_launch.cuh"
 
 /** @brief The step's tag from the steps so far: 1 … 65 535, never 0. */
 static __device__ __forceinline__ unsigned step_tag(unsigned epoch) { return epoch % 65535u + 1u; }

@@ -19,20 +19,20 @@
 #include "linear_alone.h"
 #include "model.h"
 #include "report.h"
+#include "stage10.h"
 #include "rng.h"
 #include "timing.h"
 #include "tokenizer.h"
 
-/** The decode paths in teaching order (engine_init's variant: index + 1); each runs in fp32 and fp16 where its
- *  hardware allows. Prefill is v1's in every variant. */
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", NULL};
-static const char *const variant_what[] = {"layer by layer: stages 03-09's kernels",
-                                           "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
-                                           "v2's step as one persistent kernel (grid barriers)",
-                                           "v3 + the weights by the copy engine into a ring in smem",
-                                           "v4 + the LM head through the ring, weights evict-first in L2",
-                                           "v5 + attention and proj in one phase at batch 1",
-                                           "v6 + no grid barriers: the rows tagged with the step"};
+/** The variants (stage10.h). */
+const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", NULL};
+const char *const variant_what[] = {"layer by layer: stages 03-09's kernels",
+                                    "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
+                                    "v2's step as one persistent kernel (grid barriers)",
+                                    "v3 + the weights by the copy engine into a ring in smem",
+                                    "v4 + the LM head through the ring, weights evict-first in L2",
+                                    "v5 + attention and proj in one phase at batch 1",
+                                    "v6 + no grid barriers: the rows tagged with the step"};
 /** One line each for --help: the idea, the hardware, the problems it takes. */
 static const char *const variant_help[] = {
     "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75; fp16: sm_80)",
@@ -42,21 +42,20 @@ static const char *const variant_help[] = {
     "v4 + the LM head through the ring, the weights evict-first in L2; fp16 tensor cores at 4-8 sequences (sm_90)",
     "v5 + attention and proj in one phase at batch 1 (fp16, sm_90; other steps run v5's kernel)",
     "v6 + no grid barriers: each output tagged with the step, each phase polls its rows (fp16, sm_90)"};
-enum { N_VARIANTS = 7 };
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
-/** @brief Whether --dtype's choice (0 all, 1 fp32, 2 fp16) takes `dtype`. */
-static int dtype_chosen(int choice, wb_dtype dtype) { return choice == 0 || (choice == 1) == (dtype == WB_F32); }
+
+int chosen_cases(int variant, int dtype_choice, run_case *cases)
+{
+    int n = 0;
+    for (int v = 0; v < N_VARIANTS; ++v)
+        for (int f = 0; f < 2; ++f)
+            if ((variant < 0 || variant == v) && (dtype_choice == 0 || dtype_choice == 1 + f))
+                cases[n++] = (run_case){v, f ? WB_F16 : WB_F32};
+    return n;
+}
 
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
-
-/** Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, tokens/s: batch-1 greedy decode, fp32
- *  (a note under the table: the decode rows' roof is the bytes a step must read, at the copy bandwidth). */
-#define PEER_DECODE_B1_FP32 112.0
-/** @brief The peer's prefill, B8 x T1024, fp32, tokens/s. */
-#define PEER_PREFILL_FP32 138000.0
-/** @brief The same in fp16. */
-#define PEER_PREFILL_FP16 492000.0
 
 /** "464,2068,…" → ids; 0 on success, else a message. */
 static const char *parse_ids(const char *s, int **ids, int *n)
@@ -378,352 +377,55 @@ static int check_long_contexts(const gpt2_model *m, int v, wb_dtype dtype, const
     return !ok;
 }
 
-/* ---------------------------------------------------------------- --bench */
-
-/** Median of a few repetitions of fn, ms. */
-static double time_prefill(gpt2_engine *e, int B, int T, const int *tokens, int reps)
+/** Text from the prompt: `batch` sequences (the prompt cut to different lengths), `steps` tokens each, with variant v
+ *  in `dtype`; printed as ids, and as text with a tokenizer. Returns 1 when it ran. */
+static int generate(const gpt2_model *model, const char *weights, const gpt2_tokenizer *tok, const int *ids, int n_ids,
+                    int steps, int batch, int v, wb_dtype dtype)
 {
-    int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *next = malloc((size_t)B * 4);
-    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = T;
-    double best = INFINITY;
-    for (int r = 0; r < reps + 1; ++r) {
-        WB_CUDA_CHECK(cudaDeviceSynchronize());
-        double t0 = wb_wall_ms();
-        const char *why = engine_prefill(e, B, seqs, tokens, lens, next, NULL);
-        WB_CUDA_CHECK(cudaDeviceSynchronize());
-        double t = wb_wall_ms() - t0;
-        for (int b = 0; b < B; ++b) engine_release(e, b);
-        if (why) {
-            fprintf(stderr, "prefill: %s\n", why);
-            return NAN;
-        }
-        if (r > 0 && t < best) best = t; /* the first run warms up */
+    int ok = 1;
+    printf("GPT-2 (%s): V %d, context %d, %d layers, %d heads, C %d, %s\n",
+           weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model->cfg.vocab,
+           model->cfg.max_T, model->cfg.n_layer, model->cfg.n_head, model->cfg.C, wb_dtype_name(dtype));
+    gpt2_engine e;
+    const char *why = engine_init(&e, model, dtype, v + 1, batch, (int)(batch * n_ids));
+    int B = batch, *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
+    int *nx = malloc((size_t)B * 4), *all = malloc((size_t)B * n_ids * 4), total = 0;
+    int **out = malloc((size_t)B * sizeof(int *));
+    for (int b = 0; b < B; ++b) { /* sequence b: the prompt's first n_ids − b tokens (at least one) */
+        seqs[b] = b, lens[b] = n_ids - b > 0 ? n_ids - b : 1;
+        memcpy(all + total, ids, (size_t)lens[b] * 4);
+        total += lens[b];
+        out[b] = malloc((size_t)steps * 4);
     }
-    free(seqs), free(lens), free(next);
-    return best;
-}
-
-/**
- * `steps` greedy decode steps of the B live sequences `seqs`, each step's tokens fed back as the next step's
- * (cur: the first step's tokens); *ms gets the milliseconds per step. `prof`: profile the steps.
- */
-static const char *timed_steps(gpt2_engine *e, int B, const int *seqs, int *cur, int steps, engine_profile *prof,
-                               double *ms)
-{
-    int *nx = malloc((size_t)B * sizeof(int));
-    const char *why = NULL;
-    WB_CUDA_CHECK(cudaDeviceSynchronize());
-    e->profile = prof;
     double t0 = wb_wall_ms();
-    for (int s = 0; s < steps && !why; ++s) {
-        why = engine_decode(e, B, seqs, cur, nx, NULL);
-        memcpy(cur, nx, (size_t)B * sizeof(int));
+    if (!why) why = engine_prefill(&e, B, seqs, all, lens, cur, NULL);
+    double t1 = wb_wall_ms();
+    for (int s = 0; !why && s < steps; ++s) {
+        for (int b = 0; b < B; ++b) out[b][s] = cur[b];
+        if (s + 1 < steps) why = engine_decode(&e, B, seqs, cur, nx, NULL), memcpy(cur, nx, (size_t)B * 4);
     }
-    WB_CUDA_CHECK(cudaDeviceSynchronize());
-    *ms = (wb_wall_ms() - t0) / steps;
-    e->profile = NULL;
-    free(nx);
-    return why;
-}
-
-/** The same steps queued on the GPU (engine_generate, which waits for the last): ms per step. */
-static const char *timed_generate(gpt2_engine *e, int B, const int *seqs, const int *cur, int steps, double *ms)
-{
-    int *out = malloc((size_t)B * steps * sizeof(int));
-    WB_CUDA_CHECK(cudaDeviceSynchronize());
-    double t0 = wb_wall_ms();
-    const char *why = engine_generate(e, B, seqs, cur, steps, out);
-    *ms = (wb_wall_ms() - t0) / steps;
-    free(out);
-    return why;
-}
-
-/** Runs of a timed decode (each a prefill, then the steps): the rows give their median. */
-enum { DECODE_RUNS = 5 };
-
-/** ms per greedy step of B sequences after a prompt each, the median of DECODE_RUNS runs (one run with `prof`, which
- *  profiles it): step by step, or (queued) the steps queued on the GPU. */
-static double time_decode(gpt2_engine *e, int B, int prompt, int steps, const int *tokens, engine_profile *prof,
-                          int queued)
-{
-    int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
-    double t[DECODE_RUNS];
-    const char *why = NULL;
-    const int runs = prof ? 1 : DECODE_RUNS;
-    for (int r = 0; r < runs && !why; ++r) {
-        for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
-        why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
-        if (!why && queued) why = timed_generate(e, B, seqs, cur, steps, &t[r]);
-        else if (!why) why = timed_steps(e, B, seqs, cur, steps, prof, &t[r]);
-        for (int b = 0; b < B; ++b) engine_release(e, b);
-    }
-    if (why) fprintf(stderr, "decode: %s\n", why);
-    free(seqs), free(lens), free(cur);
-    return why ? NAN : wb_median(t, runs);
-}
-
-/** One row of the bench table: `tokens` a step (or a prefill) in `ms`, against `limit` tokens per second. The
- *  problem's name ends with the precision (the tables and plots group by it). */
-static void add_row(wb_report *rep, const char *problem, wb_dtype dtype, const char *size, int v, double ms,
-                    double tokens, double limit)
-{
-    char name[128];
-    snprintf(name, sizeof name, "%s, %s", problem, wb_dtype_name(dtype));
-    wb_row row = {.problem = name, .size = size, .variant = variant_ids[v], .what = variant_what[v],
-                  .unit = "tok/s", .roof = limit, .ok = 1};
-    row.status = isnan(ms) ? WB_ROW_REJECTED : WB_ROW_RAN;
-    row.note = "failed";
-    row.time.median_ms = row.time.min_ms = row.time.max_ms = ms;
-    row.throughput = tokens / (ms * 1e-3);
-    wb_report_add(rep, &row);
-}
-
-static void print_profile(const char *what, const engine_profile *p)
-{
-    double total = p->layernorm + p->linear + p->attention + p->kv_append + p->lm_head + p->other + p->whole_step;
-    if (p->whole_step > 0) {
-        printf("  %-30s total %8.3f ms: one persistent kernel per step %4.1f%%, other %4.1f%%\n", what, total,
-               100 * p->whole_step / total, 100 * (total - p->whole_step) / total);
-        return;
-    }
-    printf("  %-30s total %8.3f ms: linear %4.1f%%, attention %4.1f%%, LM head %4.1f%%, LayerNorm %4.1f%%, "
-           "KV append %4.1f%%, other %4.1f%%\n",
-           what, total, 100 * p->linear / total, 100 * p->attention / total, 100 * p->lm_head / total,
-           100 * p->layernorm / total, 100 * p->kv_append / total, 100 * p->other / total);
-}
-
-/** Trace point w (0 start, 1 arrival, 2 rows ready, 3 dot products done) of block b in phase p of P, ns. */
-static double trace_at(const unsigned long long *h, int P, int b, int p, int w)
-{
-    return (double)h[((size_t)b * P + p) * 4 + w];
-}
-
-/**
- * v3-v7: one decode step of B sequences (prompts of `prompt` tokens) traced
- * inside the persistent kernel — when each block starts each phase and when
- * it arrives at the barrier that ends it — and summarised per kind of phase:
- * the phase's time from the first block's start to the next phase's first
- * start, the mean and the slowest block's work, and the barrier (the last
- * arrival to the first start after it).
- */
-static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *tokens)
-{
-    int L = e->cfg.n_layer, P = 5 * L + 1, sms, seqs[8], lens[8], cur[8], nx[8];
-    if (!engine_persistent_step(e, B)) {
-        printf("  (no trace: batch %d does not take the persistent step)\n", B);
-        return;
-    }
-    wb_current_gpu(NULL, &sms);
-    for (int b = 0; b < B; ++b) seqs[b] = b, lens[b] = prompt;
-    const char *why = engine_prefill(e, B, seqs, tokens, lens, cur, NULL);
-    size_t n = (size_t)sms * P * 4;
-    unsigned long long *h = malloc(n * sizeof *h);
-    if (!why) why = engine_decode(e, B, seqs, cur, nx, NULL); /* warm */
-    int graphs = e->use_graphs;
-    e->use_graphs = 0, e->d_trace = wb_device_alloc(n * sizeof *h, "trace");
-    WB_CUDA_CHECK(cudaMemset(e->d_trace, 0, n * sizeof *h)); /* v6 and v7 leave proj's phases unmarked */
-    if (!why) why = engine_decode(e, B, seqs, nx, cur, NULL);
-    WB_CUDA_CHECK(cudaMemcpy(h, e->d_trace, n * sizeof *h, cudaMemcpyDeviceToHost));
-    WB_CUDA_CHECK(cudaFree(e->d_trace));
-    e->d_trace = NULL, e->use_graphs = graphs;
-    for (int b = 0; b < B; ++b) engine_release(e, b);
+    double t2 = wb_wall_ms();
     if (why) {
-        printf("  (no trace: %s)\n", why);
-        free(h);
-        return;
-    }
-    static const char *const kinds[] = {"QKV + LayerNorm + K/V append", "attention", "proj + residual",
-                                        "fc + LayerNorm + GELU", "fc-proj + residual", "LM head + LayerNorm + argmax"};
-    /* per kind: the phase (first start to the next phase's first start), the mean block's rows (start to rows
-     * ready, LayerNorm included), dot products, epilogue (to its arrival), the slowest block's work, the barrier */
-    double wall[6] = {0}, rows[6] = {0}, dots[6] = {0}, epi[6] = {0}, slowest[6] = {0}, barrier[6] = {0};
-    double t0 = 0, t_end = 0;
-    int count[6] = {0};
-    for (int p = 0; p < P; ++p) {
-        int k = p == P - 1 ? 5 : p % 5, q = p + 1; /* q: the next phase that ran (v6, v7 run no proj phase) */
-        if (trace_at(h, P, 0, p, 0) == 0) continue;
-        while (q < P && trace_at(h, P, 0, q, 0) == 0) ++q;
-        double first = INFINITY, last_arrival = 0, next = INFINITY, most = 0, r = 0, dd = 0, ee = 0;
-        for (int b = 0; b < sms; ++b) {
-            double start = trace_at(h, P, b, p, 0), arrive = trace_at(h, P, b, p, 1);
-            first = fmin(first, start), last_arrival = fmax(last_arrival, arrive), most = fmax(most, arrive - start);
-            if (trace_at(h, P, b, p, 2)) /* attention's phase marks none of the two (v24's merged phase does) */
-                r += trace_at(h, P, b, p, 2) - start, dd += trace_at(h, P, b, p, 3) - trace_at(h, P, b, p, 2),
-                    ee += arrive - trace_at(h, P, b, p, 3);
-            if (q < P) next = fmin(next, trace_at(h, P, b, q, 0));
+        fprintf(stderr, "stage10_gpt2_e2e: %s\n", why);
+        ok = 0;
+    } else {
+        for (int b = 0; b < B; ++b) {
+            printf("sequence %d (%d prompt tokens):", b, lens[b]);
+            for (int s = 0; s < steps; ++s) printf(" %d", out[b][s]);
+            printf("\n");
+            if (tok) {
+                char text[8192];
+                long n = tok_decode(tok, out[b], steps, text, sizeof text - 1);
+                if (n >= 0) printf("  text: %.*s\n", (int)(n < 8191 ? n : 8191), text);
+            }
         }
-        if (p == 0) t0 = first;
-        if (p + 1 == P) next = last_arrival, t_end = last_arrival;
-        wall[k] += next - first, slowest[k] += most, barrier[k] += next - last_arrival;
-        rows[k] += r / sms, dots[k] += dd / sms, epi[k] += ee / sms;
-        count[k]++;
+        printf("prefill %.2f ms; decode %.1f tokens/s per sequence (%d sequences)\n", t1 - t0,
+               steps > 1 ? (steps - 1) / ((t2 - t1) * 1e-3) : 0.0, B);
     }
-    printf("  inside one step, batch %d, context %d (globaltimer; µs per phase, mean over the %d phases of a kind and "
-           "the %d blocks; the step %.1f µs):\n", B, prompt + 2, L, sms, (t_end - t0) * 1e-3);
-    printf("    %-30s %7s %7s %7s %8s %8s %8s\n", "phase", "time", "rows", "dots", "epilogue", "slowest", "barrier");
-    for (int k = 0; k < 6; ++k)
-        if (!count[k])
-            printf("    %-30s (none: with attention, v6 and v7)\n", kinds[k]);
-        else
-            printf("    %-30s %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f\n", kinds[k], wall[k] / count[k] * 1e-3,
-               rows[k] / count[k] * 1e-3, dots[k] / count[k] * 1e-3, epi[k] / count[k] * 1e-3,
-               slowest[k] / count[k] * 1e-3, barrier[k] / count[k] * 1e-3);
-    free(h);
-}
-
-/** The serving table: up to 64 sequences with prompts of 16..512 tokens (seeded), prefilled 8 at a time. */
-enum { SERVE_MAX_SEQS = 64, SERVE_MIN_PROMPT = 16, SERVE_MAX_PROMPT = 512, SERVE_GROUP = 8, SERVE_STEPS = 32,
-       SERVE_PROFILED_STEPS = 4 };
-
-/**
- * Serve B sequences of mixed prompt lengths `lens` (prompts one after another
- * in `tokens`): prefill them 8 at a time, take one untimed decode step (it
- * captures the graph for batch B), then time `steps` steps of all B together;
- * ms per step. Then, with `prof`, profile SERVE_PROFILED_STEPS more steps of the
- * same sequences (no second prefill).
- */
-static double time_serving(gpt2_engine *e, int B, const int *lens, const int *tokens, int steps, engine_profile *prof)
-{
-    int seqs[SERVE_MAX_SEQS] = {0}, cur[SERVE_MAX_SEQS] = {0}, started = 0;
-    const char *why = NULL;
-    for (int b = 0; b < B; ++b) seqs[b] = b;
-    for (int off = 0; started < B && !why;) {
-        int g = B - started < SERVE_GROUP ? B - started : SERVE_GROUP;
-        why = engine_prefill(e, g, seqs + started, tokens + off, lens + started, cur + started, NULL);
-        for (int i = 0; i < g; ++i) off += lens[started + i];
-        if (!why) started += g;
-    }
-    double t = NAN, untimed;
-    if (!why) why = timed_steps(e, B, seqs, cur, 1, NULL, &untimed); /* captures the graph for batch B */
-    if (!why) why = timed_steps(e, B, seqs, cur, steps, NULL, &t);
-    if (!why && prof) why = timed_steps(e, B, seqs, cur, SERVE_PROFILED_STEPS, prof, &untimed);
-    if (why) fprintf(stderr, "serving, batch %d: %s\n", B, why);
-    for (int b = 0; b < started; ++b) engine_release(e, b);
-    return why ? NAN : t;
-}
-
-/**
- * The decode roof: the tokens per second of batch B if a step took only the time to read, at the copy bandwidth,
- * what it must read: every weight once (the LM head all of wte, wpe one row), and each sequence's K and V at its
- * context length (`kv_tokens`: the contexts of the B sequences added up).
- */
-static double decode_limit(const wb_device *dev, const gpt2_model *m, wb_dtype dtype, int B, double kv_tokens)
-{
-    const gpt2_config *c = &m->cfg;
-    const double elem = (double)wb_dtype_bytes(dtype), weights = ((double)m->n_params - (double)c->max_T * c->C) * elem;
-    const double kv = 2.0 * c->n_layer * c->C * elem * kv_tokens;
-    return B * dev->copy_gbps * 1e9 / (weights + kv);
-}
-
-/** The timed steps' summary rows (where the time goes inside a step), v3-v7. */
-static void print_traces(gpt2_engine *e, int prompt, int steps, const int *tokens)
-{
-    print_step_trace(e, 1, prompt, tokens);
-    print_step_trace(e, 8, prompt, tokens);
-    print_step_trace(e, 1, prompt + steps - 2, tokens); /* and at the last timed step's context (attention grows) */
-}
-
-static int bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts *opt, int dtype_choice)
-{
-    wb_report rep;
-    wb_report_begin(&rep, "stage10", dev->name, stdout);
-    enum { PB = 8, PT = 1024, PROMPT = 128, STEPS = 128 };
-    static const int serve_batches[] = {1, 8, 32, 64};
-    const gpt2_config *c = &m->cfg;
-    int T = PT < c->max_T ? PT : c->max_T;
-    wb_rng r;
-    wb_rng_seed(&r, (uint64_t)opt->seed);
-    /* the serving table's prompt lengths (16..512, or up to half the context), then enough random tokens for them
-     * all and for the B8 x T prefill */
-    int serve_lens[SERVE_MAX_SEQS], serve_total = 0, max_prompt = SERVE_MAX_PROMPT < c->max_T / 2 ? SERVE_MAX_PROMPT : c->max_T / 2;
-    for (int i = 0; i < SERVE_MAX_SEQS; ++i) {
-        serve_lens[i] = wb_rng_int(&r, max_prompt < SERVE_MIN_PROMPT ? 1 : SERVE_MIN_PROMPT, max_prompt);
-        serve_total += serve_lens[i];
-    }
-    int n_tokens = serve_total > PB * T ? serve_total : PB * T;
-    int *tokens = malloc((size_t)n_tokens * sizeof(int));
-    for (int i = 0; i < n_tokens; ++i) tokens[i] = wb_rng_int(&r, 0, c->vocab - 1);
-    const int prompt = PROMPT < c->max_T / 2 ? PROMPT : c->max_T / 2;
-    const int steps = STEPS < c->max_T - prompt ? STEPS : c->max_T - prompt - 1;
-    const double context = prompt + (steps + 1) / 2.0; /* the timed steps' mean context */
-    char size[64], problem[96];
-    bench_linears_alone(dev, opt, dtype_choice, &rep); /* the GEMV lesson: the decode step's linear layer, alone */
-    for (int v = 0; v < N_VARIANTS; ++v)
-        for (int f = 0; f < 2; ++f) {
-            const wb_dtype dtype = f ? WB_F16 : WB_F32;
-            if ((opt->variant >= 0 && opt->variant != v) || !dtype_chosen(dtype_choice, dtype)) continue;
-            gpt2_engine e;
-            const char *why = engine_init(&e, m, dtype, v + 1, SERVE_MAX_SEQS, PB * T);
-            if (why) {
-                printf("%s %s: skipped: %s\n", variant_ids[v], wb_dtype_name(dtype), why);
-                continue;
-            }
-            const double limit1 = decode_limit(dev, m, dtype, 1, context), limit8 = decode_limit(dev, m, dtype, PB, PB * context);
-            double ms;
-            if (v == 0) { /* prefill is v1's in every variant */
-                snprintf(size, sizeof size, "B%d x T%d", PB, T);
-                ms = time_prefill(&e, PB, T, tokens, 3);
-                add_row(&rep, "prefill, tokens per second", dtype, size, v, ms, (double)PB * T,
-                        dtype == WB_F16 ? PEER_PREFILL_FP16 : PEER_PREFILL_FP32);
-            }
-            snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
-            e.use_graphs = 0;
-            ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
-            add_row(&rep, "greedy decode, batch 1, kernel by kernel", dtype, size, v, ms, 1.0, limit1);
-            e.use_graphs = 1;
-            ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
-            add_row(&rep, "greedy decode, batch 1, CUDA graph", dtype, size, v, ms, 1.0, limit1);
-            if (v >= 2) { /* the persistent step, its tokens fed back on the GPU */
-                ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 1);
-                add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1);
-            }
-            snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
-            ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
-            add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8);
-            if (v >= 2) {
-                ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
-                add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB, limit8);
-            }
-            /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
-            engine_profile pp = {0}, pd = {0};
-            printf("%s %s, where the time goes (each kind of kernel synchronised, so launch gaps are charged too):\n",
-                   variant_ids[v], wb_dtype_name(dtype));
-            if (v == 0) {
-                e.profile = &pp;
-                time_prefill(&e, PB, T, tokens, 1);
-                pp.layernorm /= 2, pp.linear /= 2, pp.attention /= 2, pp.kv_append /= 2, pp.lm_head /= 2, pp.other /= 2;
-                e.profile = NULL;
-                print_profile("prefill B8 x T1024", &pp);
-            }
-            time_decode(&e, 1, prompt, 8, tokens, &pd, 0);
-            print_profile("decode batch 1, 8 steps", &pd);
-            if (v >= 2) print_traces(&e, prompt, steps, tokens);
-            /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
-             * (v2-v7 take batches of up to 8; larger batches take v1's kernels) */
-            for (size_t i = 0; i < sizeof serve_batches / sizeof serve_batches[0]; ++i) {
-                int B = serve_batches[i], lo = max_prompt, hi = 0;
-                double kv_tokens = 0;
-                for (int b = 0; b < B; ++b) {
-                    lo = serve_lens[b] < lo ? serve_lens[b] : lo;
-                    hi = serve_lens[b] > hi ? serve_lens[b] : hi;
-                    kv_tokens += serve_lens[b] + (SERVE_STEPS + 1) / 2.0;
-                }
-                snprintf(problem, sizeof problem, "serving, batch %d, mixed prompt lengths", B);
-                snprintf(size, sizeof size, "prompts %d..%d, %d steps", lo, hi, SERVE_STEPS);
-                engine_profile ps = {0};
-                ms = time_serving(&e, B, serve_lens, tokens, SERVE_STEPS, &ps);
-                add_row(&rep, problem, dtype, size, v, ms, (double)B, decode_limit(dev, m, dtype, B, kv_tokens));
-                snprintf(problem, sizeof problem, "serving batch %d, %d steps", B, SERVE_PROFILED_STEPS);
-                print_profile(problem, &ps);
-            }
-            engine_free(&e);
-        }
-    free(tokens);
-    printf("\n%% of roof: prefill rows against Hugging Face transformers (eager, PyTorch 2.11, measured on an H100: "
-           "%.0f tok/s fp32, %.0f fp16); decode and serving rows against the bytes a step must read (every weight "
-           "once, each sequence's K and V at its mean context) at the copy bandwidth (HF's batch-1 fp32 decode on "
-           "the H100: %.0f tok/s)\n", PEER_PREFILL_FP32, PEER_PREFILL_FP16, PEER_DECODE_B1_FP32);
-    return wb_report_finish(&rep, opt->csv);
+    for (int b = 0; b < B; ++b) free(out[b]);
+    free(out), free(seqs), free(lens), free(cur), free(nx), free(all);
+    engine_free(&e);
+    return ok;
 }
 
 /* ---------------------------------------------------------------- main */
@@ -822,15 +524,14 @@ int main(int argc, char **argv)
     int ok = 1;
     if (opt.check) {
         int checks = 0, failed = 0;
+        run_case cases[2 * N_VARIANTS];
+        const int n_cases = chosen_cases(opt.variant, dtype_choice, cases);
         gpt2_config tiny = {300, 64, 2, 2, 128};
         gpt2_model m;
         /* (1)-(5) on a tiny random model, (6) on one with a context of 1024; the full-size random model too where the
          * sweep is whole (not under the sanitizers), and the --weights file's model where one is given */
         gpt2_model_random(&m, &tiny, (uint64_t)opt.seed);
-        for (int v = 0; v < N_VARIANTS; ++v)
-            for (int f = 0; f < 2; ++f)
-                if ((opt.variant < 0 || opt.variant == v) && dtype_chosen(dtype_choice, f ? WB_F16 : WB_F32))
-                    failed += check_model(&m, "tiny random model", v, f ? WB_F16 : WB_F32, &checks);
+        for (int k = 0; k < n_cases; ++k) failed += check_model(&m, "tiny random model", cases[k].v, cases[k].dtype, &checks);
         gpt2_model_free(&m);
         gpt2_config tiny_long = tiny;
         tiny_long.max_T = 1024;
@@ -838,27 +539,19 @@ int main(int argc, char **argv)
         float *long_ref = malloc((size_t)LONG_LOGIT_ROWS * tiny_long.vocab * 4);
         long_context_reference(&m, long_ref);
         printf("tiny random model with a context of %d, long contexts against the CPU reference:\n", tiny_long.max_T);
-        for (int v = 0; v < N_VARIANTS; ++v)
-            for (int f = 0; f < 2; ++f)
-                if ((opt.variant < 0 || opt.variant == v) && dtype_chosen(dtype_choice, f ? WB_F16 : WB_F32))
-                    failed += check_long_contexts(&m, v, f ? WB_F16 : WB_F32, long_ref, &checks);
+        for (int k = 0; k < n_cases; ++k) failed += check_long_contexts(&m, cases[k].v, cases[k].dtype, long_ref, &checks);
         free(long_ref);
         gpt2_model_free(&m);
         printf("the decode linear alone, against the CPU reference:\n");
         failed += check_linears_alone(opt.variant, dtype_choice, &checks);
-        const gpt2_model *big = NULL;
-        if (weights) {
-            big = &model;
-        } else if (opt.check_max >= 100000000) {
+        const gpt2_model *big = weights ? &model : NULL;
+        if (!weights && opt.check_max >= 100000000) {
             gpt2_config full = gpt2_config_124m();
             gpt2_model_random(&m, &full, (uint64_t)opt.seed + 1);
             big = &m;
         }
-        for (int v = 0; big && v < N_VARIANTS; ++v)
-            for (int f = 0; f < 2; ++f)
-                if ((opt.variant < 0 || opt.variant == v) && dtype_chosen(dtype_choice, f ? WB_F16 : WB_F32))
-                    failed += check_model(big, weights ? weights : "full-size random model", v, f ? WB_F16 : WB_F32,
-                                          &checks);
+        for (int k = 0; big && k < n_cases; ++k)
+            failed += check_model(big, weights ? weights : "full-size random model", cases[k].v, cases[k].dtype, &checks);
         if (big == &m) gpt2_model_free(&m);
         printf("stage10 --check: %d checks, %d failed\n", checks, failed);
         ok = failed == 0 && checks > 0;
@@ -866,52 +559,10 @@ int main(int argc, char **argv)
         printf("stage10_gpt2_e2e --bench: %s\n", weights ? weights : "random weights of the 124M shape (no --weights given)");
         wb_measure_copy_bandwidth(&dev); /* the decode rows' roof */
         wb_device_print(&dev, stdout);
-        ok = bench(&dev, &model, &opt, dtype_choice);
+        ok = stage10_bench(&dev, &model, &opt, dtype_choice);
     } else {
-        int v = opt.variant >= 0 ? opt.variant : 0;
-        wb_dtype dtype = dtype_choice == 2 ? WB_F16 : WB_F32;
-        printf("GPT-2 (%s): V %d, context %d, %d layers, %d heads, C %d, %s\n",
-               weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model.cfg.vocab,
-               model.cfg.max_T, model.cfg.n_layer, model.cfg.n_head, model.cfg.C, wb_dtype_name(dtype));
-        gpt2_engine e;
-        const char *why = engine_init(&e, &model, dtype, v + 1, (int)batch, (int)(batch * n_ids));
-        int B = (int)batch, *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
-        int *nx = malloc((size_t)B * 4), *all = malloc((size_t)B * n_ids * 4), total = 0;
-        int **out = malloc((size_t)B * sizeof(int *));
-        for (int b = 0; b < B; ++b) { /* sequence b: the prompt's first n_ids − b tokens (at least one) */
-            seqs[b] = b, lens[b] = n_ids - b > 0 ? n_ids - b : 1;
-            memcpy(all + total, ids, (size_t)lens[b] * 4);
-            total += lens[b];
-            out[b] = malloc((size_t)steps * 4);
-        }
-        double t0 = wb_wall_ms();
-        if (!why) why = engine_prefill(&e, B, seqs, all, lens, cur, NULL);
-        double t1 = wb_wall_ms();
-        for (int s = 0; !why && s < steps; ++s) {
-            for (int b = 0; b < B; ++b) out[b][s] = cur[b];
-            if (s + 1 < steps) why = engine_decode(&e, B, seqs, cur, nx, NULL), memcpy(cur, nx, (size_t)B * 4);
-        }
-        double t2 = wb_wall_ms();
-        if (why) {
-            fprintf(stderr, "%s: %s\n", prog.name, why);
-            ok = 0;
-        } else {
-            for (int b = 0; b < B; ++b) {
-                printf("sequence %d (%d prompt tokens):", b, lens[b]);
-                for (int s = 0; s < steps; ++s) printf(" %d", out[b][s]);
-                printf("\n");
-                if (tok) {
-                    char text[8192];
-                    long n = tok_decode(tok, out[b], (int)steps, text, sizeof text - 1);
-                    if (n >= 0) printf("  text: %.*s\n", (int)(n < 8191 ? n : 8191), text);
-                }
-            }
-            printf("prefill %.2f ms; decode %.1f tokens/s per sequence (%d sequences)\n", t1 - t0,
-                   steps > 1 ? (steps - 1) / ((t2 - t1) * 1e-3) : 0.0, B);
-        }
-        for (int b = 0; b < B; ++b) free(out[b]);
-        free(out), free(seqs), free(lens), free(cur), free(nx), free(all);
-        engine_free(&e);
+        ok = generate(&model, weights, tok, ids, n_ids, (int)steps, (int)batch, opt.variant >= 0 ? opt.variant : 0,
+                      dtype_choice == 2 ? WB_F16 : WB_F32);
     }
     gpt2_model_free(&model);
     tok_free(tok);

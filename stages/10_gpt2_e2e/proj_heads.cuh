@@ -26,6 +26,7 @@
 #ifndef STAGE10_PROJ_HEADS_CUH
 #define STAGE10_PROJ_HEADS_CUH
 
+#include "step_launch.cuh" /* step_args_refused */
 #include "weight_ring.cuh"
 
 /**

@@ -1,0 +1,34 @@
+/**
+ * @file stages/10_gpt2_e2e/stage10.h
+ * @brief What stage 10's program files share: its variants, the
+ *        (variant, precision) cases a run chooses, and the bench.
+ */
+#ifndef STAGE10_H
+#define STAGE10_H
+
+#include "args.h"
+#include "device.h"
+#include "dtype.h"
+#include "model.h"
+
+/** @brief The decode variants (engine_init's variant is the index + 1). */
+enum { N_VARIANTS = 7 };
+/** @brief Their ids, "v1" … "v7", then NULL. */
+extern const char *const variant_ids[];
+/** @brief One line each for the tables: what it adds. */
+extern const char *const variant_what[];
+
+/** @brief One (variant, precision) pair the program runs. */
+typedef struct {
+    int v;          /**< variant index (v1 is 0) */
+    wb_dtype dtype; /**< storage */
+} run_case;
+
+/** @brief The cases --variant (-1: all) and --dtype (0 all, 1 fp32, 2 fp16) choose, in teaching order, each
+ *         variant's fp32 first, into cases[2·N_VARIANTS]; how many. */
+int chosen_cases(int variant, int dtype_choice, run_case *cases);
+
+/** @brief --bench for the cases chosen, the table printed and, with --csv, written; 1 when every row ran. */
+int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts *opt, int dtype_choice);
+
+#endif /* STAGE10_H */
