@@ -434,7 +434,7 @@ static int generate(const gpt2_model *model, const char *weights, const gpt2_tok
 int main(int argc, char **argv)
 {
     long long steps = 32, batch = 1, heads = 0;
-    int dtype_choice = 0, bench_flag = 0;
+    int dtype_choice = 0, bench_flag = 0, check_full = 0;
     const char *weights = NULL, *prompt = NULL, *prompt_ids = NULL, *vocab = NULL, *merges = NULL;
     const wb_option extra[] = {
         {"--weights", "FILE", "a GPT-2 model.safetensors (default: random weights of the 124M shape)", WB_OPT_STRING, &weights, 0, 0, 0, NULL},
@@ -449,12 +449,14 @@ int main(int argc, char **argv)
         {"--dtype", "T", "storage: fp32, fp16 or all (default all; generating text: fp32 unless fp16)", WB_OPT_CHOICE,
          &dtype_choice, 0, 0, 0, dtype_choices},
         {"--bench", NULL, "tokens per second: prefill B8 x T1024, greedy decode, serving", WB_OPT_FLAG, &bench_flag, 0, 0, 0, NULL},
+        {"--check-full", NULL, "with --check: the full-size 124M random model too (minutes: its CPU reference)",
+         WB_OPT_FLAG, &check_full, 0, 0, 0, NULL},
     };
     const wb_program prog = {"stage10_gpt2_e2e", "Stage 10: GPT-2 end to end (prefill + paged greedy decode) from the "
                              "earlier stages' kernels. With no options: text from the prompt (v1, fp32).", variant_ids,
                              variant_help};
     wb_common_opts opt;
-    wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 10);
+    wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 11);
     if (prompt && (!vocab || !merges))
         wb_usage_error_exit(&prog, "--prompt needs --vocab and --merges (or give --prompt-ids)");
     if (prompt && prompt_ids) wb_usage_error_exit(&prog, "give --prompt or --prompt-ids, not both");
@@ -528,8 +530,8 @@ int main(int argc, char **argv)
         const int n_cases = chosen_cases(opt.variant, dtype_choice, cases);
         gpt2_config tiny = {300, 64, 2, 2, 128};
         gpt2_model m;
-        /* (1)-(5) on a tiny random model, (6) on one with a context of 1024; the full-size random model too where the
-         * sweep is whole (not under the sanitizers), and the --weights file's model where one is given */
+        /* (1)-(5) on a tiny random model, (6) on one with a context of 1024; the full-size random model too with
+         * --check-full (ctest's stage10_check_full, label exhaustive), and the --weights file's model where one is given */
         gpt2_model_random(&m, &tiny, (uint64_t)opt.seed);
         for (int k = 0; k < n_cases; ++k) failed += check_model(&m, "tiny random model", cases[k].v, cases[k].dtype, &checks);
         gpt2_model_free(&m);
@@ -545,7 +547,7 @@ int main(int argc, char **argv)
         printf("the decode linear alone, against the CPU reference:\n");
         failed += check_linears_alone(opt.variant, dtype_choice, &checks);
         const gpt2_model *big = weights ? &model : NULL;
-        if (!weights && opt.check_max >= 100000000) {
+        if (!weights && check_full) {
             gpt2_config full = gpt2_config_124m();
             gpt2_model_random(&m, &full, (uint64_t)opt.seed + 1);
             big = &m;
