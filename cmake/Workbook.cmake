@@ -34,9 +34,12 @@ endfunction()
 #              SIZE_OPTION <--n>             the option that sets the problem size
 #              [SIZE_COUNT <k>]              how many integers it takes (3 for --size M N K)
 #              [MEMCHECK_ARGS <args...>]     extra arguments for memcheck's run of --check
-#              [RACECHECK_ARGS <args...>])   and for racecheck's (slower: it tracks shared memory)
+#              [RACECHECK_ARGS <args...>]    and for racecheck's (slower: it tracks shared memory)
+#              [SANITIZE_VARIANTS <ids...>]) a sanitizer test per variant (stageNN_memcheck_v3, ...), so that
+#                                            the sanitize preset runs them side by side
 function(wb_add_stage number name)
-  cmake_parse_arguments(S "" "SIZE_OPTION;SIZE_COUNT" "SOURCES;LIBRARIES;MEMCHECK_ARGS;RACECHECK_ARGS" ${ARGN})
+  cmake_parse_arguments(S "" "SIZE_OPTION;SIZE_COUNT" "SOURCES;LIBRARIES;MEMCHECK_ARGS;RACECHECK_ARGS;SANITIZE_VARIANTS"
+                        ${ARGN})
   if(NOT S_SIZE_COUNT)
     set(S_SIZE_COUNT 1)
   endif()
@@ -74,21 +77,35 @@ function(wb_add_stage number name)
   # (reads of device memory nothing wrote) and synccheck (barriers not reached by
   # every thread they name). Every finding is fixed, never suppressed.
   if(WB_SANITIZER_TESTS)
-    add_test(NAME ${stage}_initcheck
-             COMMAND ${WB_COMPUTE_SANITIZER} --tool initcheck --error-exitcode 1
-                     $<TARGET_FILE:${target}> --check ${S_MEMCHECK_ARGS})
-    add_test(NAME ${stage}_synccheck
-             COMMAND ${WB_COMPUTE_SANITIZER} --tool synccheck --error-exitcode 1
-                     $<TARGET_FILE:${target}> --check ${S_MEMCHECK_ARGS})
-    set_tests_properties(${stage}_initcheck ${stage}_synccheck PROPERTIES
-                         SKIP_RETURN_CODE 77 LABELS "${stage};gpu;sanitize" TIMEOUT 1800)
-    add_test(NAME ${stage}_memcheck
-             COMMAND ${WB_COMPUTE_SANITIZER} --tool memcheck --leak-check full --error-exitcode 1
-                     $<TARGET_FILE:${target}> --check ${S_MEMCHECK_ARGS})
-    add_test(NAME ${stage}_racecheck
-             COMMAND ${WB_COMPUTE_SANITIZER} --tool racecheck --racecheck-report all --error-exitcode 1
-                     $<TARGET_FILE:${target}> --check ${S_RACECHECK_ARGS})
-    set_tests_properties(${stage}_memcheck ${stage}_racecheck PROPERTIES
-                         SKIP_RETURN_CODE 77 LABELS "${stage};gpu;sanitize" TIMEOUT 1800)
+    set(parts "") # "": one test of every variant; else one test per variant, named after it
+    set(variant_args "")
+    if(S_SANITIZE_VARIANTS)
+      set(parts ${S_SANITIZE_VARIANTS})
+    else()
+      list(APPEND parts "all")
+    endif()
+    foreach(part IN LISTS parts)
+      if(part STREQUAL "all")
+        set(suffix "")
+        set(variant_args "")
+      else()
+        set(suffix "_${part}")
+        set(variant_args --variant ${part})
+      endif()
+      set(program $<TARGET_FILE:${target}> --check ${variant_args})
+      add_test(NAME ${stage}_initcheck${suffix}
+               COMMAND ${WB_COMPUTE_SANITIZER} --tool initcheck --error-exitcode 1 ${program} ${S_MEMCHECK_ARGS})
+      add_test(NAME ${stage}_synccheck${suffix}
+               COMMAND ${WB_COMPUTE_SANITIZER} --tool synccheck --error-exitcode 1 ${program} ${S_MEMCHECK_ARGS})
+      add_test(NAME ${stage}_memcheck${suffix}
+               COMMAND ${WB_COMPUTE_SANITIZER} --tool memcheck --leak-check full --error-exitcode 1 ${program}
+                       ${S_MEMCHECK_ARGS})
+      add_test(NAME ${stage}_racecheck${suffix}
+               COMMAND ${WB_COMPUTE_SANITIZER} --tool racecheck --racecheck-report all --error-exitcode 1 ${program}
+                       ${S_RACECHECK_ARGS})
+      set_tests_properties(${stage}_initcheck${suffix} ${stage}_synccheck${suffix} ${stage}_memcheck${suffix}
+                           ${stage}_racecheck${suffix} PROPERTIES
+                           SKIP_RETURN_CODE 77 LABELS "${stage};gpu;sanitize" TIMEOUT 1800)
+    endforeach()
   endif()
 endfunction()
