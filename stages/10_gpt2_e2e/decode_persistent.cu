@@ -118,6 +118,7 @@ size_t gpt2_step_persistent_smem(wb_dtype dtype, const decode_step_args *a)
 /** @brief decode_step_persistent<T, ROWS> as a type, for with_step_kernel. */
 template <typename T, int ROWS>
 struct PersistentKernel {
+    /** @brief The instantiation. */
     static step_kernel_fn kernel() { return decode_step_persistent<T, ROWS>; }
 };
 

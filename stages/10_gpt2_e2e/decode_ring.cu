@@ -101,6 +101,7 @@ static size_t ring_offset(wb_dtype dtype, const decode_step_args *a, int sms)
 /** @brief decode_step_ring<T, ROWS> as a type, for with_step_kernel. */
 template <typename T, int ROWS>
 struct RingKernel {
+    /** @brief The instantiation. */
     static step_kernel_fn kernel() { return decode_step_ring<T, ROWS>; }
 };
 

@@ -515,6 +515,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_ring_head(decode_
 /** @brief decode_step_ring_head<T, ROWS> as a type, for with_step_kernel. */
 template <typename T, int ROWS>
 struct RingHeadKernel {
+    /** @brief The instantiation. */
     static step_kernel_fn kernel() { return decode_step_ring_head<T, ROWS>; }
 };
 

@@ -14,6 +14,7 @@
  * (share_of), and the blocks meet between phases at a grid barrier.
  */
 #ifndef STAGE10_DECODE_STEP_CUH
+/** @brief Include guard. */
 #define STAGE10_DECODE_STEP_CUH
 
 #include <cuda_fp16.h>
@@ -622,7 +623,10 @@ static __device__ __forceinline__ float rescale_to_max(float m, float most)
  */
 template <typename T>
 struct AttentionWarp {
-    static constexpr int D = DECODE_STEP_HEAD_DIM, EP = Vec16<T>::N, CHUNKS = D / EP, TPP = 32 / CHUNKS;
+    static constexpr int D = DECODE_STEP_HEAD_DIM; /**< the head's width */
+    static constexpr int EP = Vec16<T>::N;         /**< elements per 16-byte chunk */
+    static constexpr int CHUNKS = D / EP;          /**< chunks per token's row: the lanes that share a token */
+    static constexpr int TPP = 32 / CHUNKS;        /**< tokens per pass of the warp */
     static constexpr int TILE = attention_warp_tokens<T>(); /**< tokens per warp per tile: STEP_ATT_PASSES · TPP */
     float qv[EP];  /**< the query's chunk, times log2(e)/√d */
     float acc[EP]; /**< Σ p·v over the tokens so far, at the running max */

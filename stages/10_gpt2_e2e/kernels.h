@@ -256,15 +256,19 @@ static inline long long decode_att_parts_floats(int H)
 size_t gpt2_step_persistent_smem(wb_dtype dtype, const decode_step_args *a);
 /** @brief v3 (decode_persistent.cu): the step as one kernel, its blocks meeting at grid barriers. */
 const char *gpt2_step_persistent(wb_dtype dtype, const decode_step_args *a);
+/** @brief v4's dynamic shared memory for a->M rows (the ring's smallest size included), or 0. */
 size_t gpt2_step_ring_smem(wb_dtype dtype, const decode_step_args *a);
 /** @brief v4 (decode_ring.cu): v3 with the weights brought by the copy engine into a ring in shared memory (sm_90). */
 const char *gpt2_step_ring(wb_dtype dtype, const decode_step_args *a);
+/** @brief v5's dynamic shared memory for a->M rows (the ring's smallest size included), or 0. */
 size_t gpt2_step_ring_head_smem(wb_dtype dtype, const decode_step_args *a);
 /** @brief v5 (decode_ring_head.cu): v4 with the LM head through the ring and the weights evict-first in L2 (sm_90). */
 const char *gpt2_step_ring_head(wb_dtype dtype, const decode_step_args *a);
+/** @brief v6's dynamic shared memory (1 row, fp16), or 0 where it cannot take the step. */
 size_t gpt2_step_merged_smem(wb_dtype dtype, const decode_step_args *a);
 /** @brief v6 (decode_merged.cu): v5 at 1 row with attention and proj in one phase (fp16, sm_90). */
 const char *gpt2_step_merged(wb_dtype dtype, const decode_step_args *a);
+/** @brief v7's dynamic shared memory (1 row, fp16), or 0 where it cannot take the step. */
 size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a);
 /** @brief v7 (decode_tagged.cu): v6 with no grid barriers, the rows tagged with the step (fp16, sm_90). */
 const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a);

@@ -24,6 +24,7 @@
  * other way), and fc's rows read one sum a column.
  */
 #ifndef STAGE10_PROJ_HEADS_CUH
+/** @brief Include guard. */
 #define STAGE10_PROJ_HEADS_CUH
 
 #include "step_launch.cuh" /* step_args_refused */

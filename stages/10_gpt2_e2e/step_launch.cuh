@@ -5,6 +5,7 @@
  *        once per kernel, the ring's size, and the cooperative launch.
  */
 #ifndef STAGE10_STEP_LAUNCH_CUH
+/** @brief Include guard. */
 #define STAGE10_STEP_LAUNCH_CUH
 
 #include "cuda_check.h"

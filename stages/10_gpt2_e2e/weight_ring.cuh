@@ -24,6 +24,7 @@
  * phases' chain of latencies runs behind it on loads that no longer queue.
  */
 #ifndef STAGE10_WEIGHT_RING_CUH
+/** @brief Include guard. */
 #define STAGE10_WEIGHT_RING_CUH
 
 #include "03_gemm/hopper_ptx.cuh" /* mbarriers and the copy engine's bulk copy (sm_90) */
