@@ -447,14 +447,14 @@ static const char *layernorm_v1(wb_dtype dtype, const void *x, const float *w, c
 }
 
 /** @brief Welford's running statistics of the elements seen: count, mean, Σ(x − mean)². */
-struct Welford {
+struct WelfordState {
     float n;    /**< elements seen */
     float mean; /**< their mean */
     float m2;   /**< Σ (x − mean)² */
 };
 
 /** @brief Chan's merge of two Welford states (exact in exact arithmetic, stable in floating point). */
-static __device__ __forceinline__ Welford merge(Welford a, Welford b)
+static __device__ __forceinline__ WelfordState merge(WelfordState a, WelfordState b)
 {
     float n = a.n + b.n;
     if (n == 0.0f) return a;
@@ -463,20 +463,20 @@ static __device__ __forceinline__ Welford merge(Welford a, Welford b)
 }
 
 /** @brief Merge the states of a block; every thread gets the result. */
-static __device__ __forceinline__ Welford block_merge(Welford v)
+static __device__ __forceinline__ WelfordState block_merge(WelfordState v)
 {
     __shared__ float ns[32], means[32], m2s[32];
 #pragma unroll
     for (int mask = 16; mask > 0; mask /= 2)
-        v = merge(v, Welford{__shfl_xor_sync(0xffffffffu, v.n, mask), __shfl_xor_sync(0xffffffffu, v.mean, mask),
+        v = merge(v, WelfordState{__shfl_xor_sync(0xffffffffu, v.n, mask), __shfl_xor_sync(0xffffffffu, v.mean, mask),
                              __shfl_xor_sync(0xffffffffu, v.m2, mask)});
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if (lane == 0) ns[warp] = v.n, means[warp] = v.mean, m2s[warp] = v.m2;
     __syncthreads();
-    v = lane < (int)(blockDim.x / 32) ? Welford{ns[lane], means[lane], m2s[lane]} : Welford{0.0f, 0.0f, 0.0f};
+    v = lane < (int)(blockDim.x / 32) ? WelfordState{ns[lane], means[lane], m2s[lane]} : WelfordState{0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int mask = 16; mask > 0; mask /= 2)
-        v = merge(v, Welford{__shfl_xor_sync(0xffffffffu, v.n, mask), __shfl_xor_sync(0xffffffffu, v.mean, mask),
+        v = merge(v, WelfordState{__shfl_xor_sync(0xffffffffu, v.n, mask), __shfl_xor_sync(0xffffffffu, v.mean, mask),
                              __shfl_xor_sync(0xffffffffu, v.m2, mask)});
     return v;
 }
@@ -495,7 +495,7 @@ __global__ void layernorm_welford(const T *x, const float *w, const float *b, fl
 {
     const T *xr = x + (long long)blockIdx.x * cols;
     T *yr = y + (long long)blockIdx.x * cols;
-    Welford acc = {0.0f, 0.0f, 0.0f};
+    WelfordState acc = {0.0f, 0.0f, 0.0f};
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
         float v = load(xr, j);
         acc.n += 1.0f;
