@@ -615,9 +615,27 @@ def replace_between(text, tag, body, path):
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
 
 
+def gallery():
+    """The gallery page's list: each stage's images, for every GPU that has its results, in stage order."""
+    out = []
+    for num, folder, idea in STAGES:
+        gpus = sorted({gpu for gpu, stage, _ in result_sets(RESULTS) if stage == num},
+                      key=lambda g: g != PREFERRED_GPU)
+        if not gpus:
+            continue
+        out += [f"## Stage {num}: {idea}", "", f"[The stage's page](../stages/{folder}/README.md)", ""]
+        for gpu in gpus:
+            extra = [f"stage10_serving_{gpu}.png"] if num == "10" else []
+            for image in [image_name(num, gpu)] + extra:
+                if os.path.exists(os.path.join(IMAGES, image)):
+                    out += [f"![Stage {num}, {gpu}](../plots/images/{image})", ""]
+    return "\n".join(out).rstrip()
+
+
 def tables(check):
     results = newest_results()
     edits = {}
+    edits[os.path.join(ROOT, "docs", "gallery.md")] = [("gallery", gallery())]
     readme = os.path.join(ROOT, "README.md")
     edits[readme] = [("stages", readme_stage_table(results))]
     for num, folder, _ in STAGES:
