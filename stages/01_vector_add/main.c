@@ -29,6 +29,12 @@
 static const wb_tolerance exact = {0.0, 0.0};
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "one element per thread: coalesced loads, the bandwidth roof (fp32, sm_75)",
+    "grid-stride loop, the grid fills the GPU once (fp32, sm_75)",
+    "float4: 16-byte loads and stores, a scalar tail (fp32, sm_75)",
+    "fp16: 16-byte loads, 4 x __hadd2, a scalar tail (fp16, sm_75)"};
 
 /** Inputs, reference and device buffers of one problem size, in both precisions. */
 typedef struct {
@@ -190,7 +196,7 @@ int main(int argc, char **argv)
         {"--n", "N", "elements (default 67108864 = 2^26)", WB_OPT_INT, &n, 1, 1, INT_MAX, NULL},
     };
     const wb_program prog = {"stage01_vector_add", "Stage 01: c = a + b in fp32 (v1-v3) and fp16 (v4).",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 1);
 

@@ -31,6 +31,15 @@
 #define DETERMINISM_RUNS 10
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "cub", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "an atomic per element into one float (sum and max, fp32 and fp16 input, sm_75)",
+    "shared-memory tree, interleaved addressing: divergent warps (sm_75)",
+    "shared-memory tree, sequential addressing (sm_75)",
+    "two loads per thread, warp shuffles for the last 32 (sm_75)",
+    "grid-stride loop + shuffles, two passes: the same sum on every run (sm_75)",
+    "v5 + 16-byte loads, 4 in flight (x 16-byte aligned; sm_75)",
+    "CUB DeviceReduce, the library peer (sm_75)"};
 static const char *const op_choices[] = {"all", "sum", "max", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
@@ -234,7 +243,7 @@ int main(int argc, char **argv)
     };
     const wb_program prog = {"stage02_reduction",
                              "Stage 02: sum and max of an array (fp32 or fp16 input, fp32 accumulation).",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
 

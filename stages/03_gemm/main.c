@@ -28,6 +28,24 @@
 #define SAMPLED_ROWS 64
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "cublas-h", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "naive, a thread per element of C, uncoalesced (fp32, sm_75)",
+    "naive, coalesced: threadIdx.x along a row (fp32, sm_75)",
+    "32x32 shared-memory tiles (fp32, sm_75)",
+    "1-D register tile: 8 outputs per thread (fp32, sm_75)",
+    "2-D register tile: 8x8 outputs per thread (fp32, sm_75)",
+    "v5 + float4 loads, A transposed in shared memory (fp32, sm_75)",
+    "warp tiles, double-buffered shared memory (fp32, sm_75)",
+    "cuBLAS SGEMM, the fp32 peer (TF32 off)",
+    "tensor cores: WMMA 16x16x16, fp32 accumulation (fp16, sm_75)",
+    "mma.sync m16n8k16 + ldmatrix + a 3-stage cp.async pipeline (fp16, sm_80)",
+    "Hopper: TMA + wgmma, warp-specialized (fp16, sm_90a)",
+    "v10 persistent: a block per SM, its loads run ahead (fp16, sm_90a)",
+    "v11 + the epilogue in registers, the tile stored by TMA (fp16, sm_90a)",
+    "v12 + the last wave's tiles split along K (fp16, sm_90a)",
+    "v13 + the tile shape from the waves: 128x256 or 192x128 (fp16, sm_90a)",
+    "cuBLAS GemmEx fp16 in and out, fp32 accumulation: the fp16 peer"};
 
 /** One problem: A, B and C on host and device, in one precision. */
 typedef struct {
@@ -225,7 +243,7 @@ int main(int argc, char **argv)
          65536, NULL},
     };
     const wb_program prog = {"stage03_gemm", "Stage 03: matrix multiplication C = A·B (row-major), fp32 and fp16.",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 1);
     if (size[0] * size[2] + size[2] * size[1] + size[0] * size[1] > (1LL << 31)) {

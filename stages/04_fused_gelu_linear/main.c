@@ -29,6 +29,24 @@
 #define SAMPLED_ROWS 64
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v8", "cublas", "cublaslt", "v4", "v5", "v6", "v7", "v9", "v10", "v11", "v12", "cublas-h", "cublaslt-h", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "unfused: GEMM, then a bias kernel and a GELU kernel (fp32, sm_75)",
+    "GEMM, then one bias+GELU kernel (fp32, sm_75)",
+    "bias+GELU in the GEMM's epilogue, on stage 03's v7 (fp32, sm_75)",
+    "v3 + split-K where the tiles fill under 2 waves (fp32, sm_75)",
+    "cuBLAS GEMM + stage 04's bias+GELU kernel: the fp32 peer",
+    "cuBLASLt with its GELU_BIAS epilogue: the fp32 peer",
+    "bias+GELU in the tensor-core GEMM's epilogue, on stage 03's v9 (fp16, sm_80)",
+    "bias+GELU in the Hopper GEMM's epilogue, on stage 03's v10 (fp16, sm_90a)",
+    "v5 on the persistent Hopper GEMM, stage 03's v11 (fp16, sm_90a)",
+    "v6 + the epilogue in registers, the tile stored by TMA: stage 03's v12 (fp16, sm_90a)",
+    "v7 + the last wave's tiles split along K: stage 03's v13 (fp16, sm_90a)",
+    "v9 + the tile's bias staged in shared memory (fp16, sm_90a)",
+    "v10 + GELU on the hardware's tanh (fp16, sm_90a)",
+    "v11 + the tile shape from the waves: stage 03's v14 (fp16, sm_90a)",
+    "cuBLAS HGEMM + the bias+GELU kernel: the fp16 peer",
+    "cuBLASLt GELU_BIAS, fp16: the fp16 peer"};
 static const char *const gelu_choices[] = {"tanh", "erf", NULL};
 
 /** One problem: X, W, b and Y on host and device, in one precision. */
@@ -278,7 +296,7 @@ int main(int argc, char **argv)
         {"--no-bias", NULL, "leave out the bias", WB_OPT_FLAG, &no_bias, 0, 0, 0, NULL},
     };
     const wb_program prog = {"stage04_fused_gelu_linear",
-                             "Stage 04: Y = GELU(X·W + b), the bias and GELU fused into the GEMM's epilogue.", variant_ids};
+                             "Stage 04: Y = GELU(X·W + b), the bias and GELU fused into the GEMM's epilogue.", variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
     if (size[0] * size[2] + size[2] * size[1] + size[0] * size[1] > (1LL << 31)) {

@@ -26,6 +26,13 @@
 #define LN_EPS 1e-5f
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "softmax: a thread per row, 3 passes (uncoalesced); LayerNorm: a block per row, two-pass statistics, 3 reads (sm_75)",
+    "softmax: a block per row, block reductions, 3 passes; LayerNorm: Welford, statistics in 1 pass, 2 reads (sm_75)",
+    "softmax: online max and sum in 1 pass, 2 reads; LayerNorm: the row in registers, 16-byte loads, 1 read (rows over 16384 take v2's path; sm_75)",
+    "softmax only: a warp per row, the row in registers, 1 read (rows of at most 1024; sm_75)",
+    "softmax only: a block per row, the row in registers, 1 read (rows over 16384 take v3's online path; sm_75)"};
 static const char *const op_choices[] = {"all", "softmax", "layernorm", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
@@ -265,7 +272,7 @@ int main(int argc, char **argv)
     };
     const wb_program prog = {"stage05_softmax",
                              "Stage 05: softmax and LayerNorm over the rows of a matrix (fp32 and fp16 storage).",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     if ((rows > 0) != (cols > 0)) {

@@ -21,6 +21,16 @@
 #include "rng.h"
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "naive: S to memory, softmax, P·V, 3 kernels (d <= 128, fp32 and fp16, sm_75)",
+    "tiled online softmax, a thread per query row (d <= 128, sm_75)",
+    "a block of 4 warps shares K/V tiles, a warp per row of S (d <= 128, sm_75)",
+    "FlashAttention-2 on tensor cores: mma.sync + ldmatrix, P in registers (fp16, d 64 or 128, sm_75)",
+    "v4 + cp.async double-buffered K/V (fp16, d 64 or 128, sm_80)",
+    "any d: cuBLAS + softmax, 256 query rows at a time (sm_75)",
+    "Hopper, FA3-style: TMA + wgmma, producer and consumer warpgroups (fp16, d 64 or 128, sm_90a)",
+    "the unfused peer: cuBLAS Q·K^T, stage 05's softmax, cuBLAS P·V"};
 static const char *const mask_choices[] = {"all", "none", "causal", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
@@ -298,7 +308,7 @@ int main(int argc, char **argv)
     const wb_program prog = {"stage06_flash_attention",
                              "Stage 06: attention forward, O = softmax(scale*Q*K^T [causal]) * V, and its row "
                              "log-sum-exp; naive to FlashAttention-2 on tensor cores.",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
     const int max_d = 4096; /* v6 and the peer take any d (v1–v5 say they need d <= 128) */

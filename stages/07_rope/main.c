@@ -23,6 +23,11 @@
 #include "rope.h"
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "a cos/sin table, a thread per pair, Q then K (even d, sm_75)",
+    "the angles in the kernel (range-reduced), a thread per pair (even d, sm_75)",
+    "Q and K in one launch, 16-byte loads, angles shared by Q and K (16-byte aligned; sm_75)"};
 static const char *const style_choices[] = {"all", "rotate-half", "interleaved", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 static const char *const style_names[] = {"rotate-half", "interleaved"};
@@ -266,7 +271,7 @@ int main(int argc, char **argv)
         {"--dtype", "T", "fp32, fp16 or all (default all)", WB_OPT_CHOICE, &dtype_choice, 0, 0, 0, dtype_choices},
     };
     const wb_program prog = {"stage07_rope", "Stage 07: rotary position embeddings on Q and K ([B, H, N, d]).",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 5);
     if (shape[3] % 2 || shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 30) || start + shape[2] > (1 << 24)) {

@@ -23,6 +23,11 @@
 #include "rng.h"
 
 static const char *const variant_ids[] = {"v1", "v2", "contig", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "append and gather, one thread per element (sm_75)",
+    "append and gather, 16 bytes per thread (uint4; sm_75)",
+    "a contiguous max-length cache, the same copies: the peer"};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 /** Index of the baseline in variant_ids: v2's kernels on a contiguous max-length cache. */
 #define BASELINE (kv_variant_count)
@@ -434,7 +439,8 @@ int main(int argc, char **argv)
     long long shape[4] = {0, 0, 0, 0}, block_size = 16;
     int dtype_choice = 0, memory = 0;
     const wb_option extra[] = {
-        {"--shape", "B H N d", "B sequences of N tokens, H heads of d (default: the benchmark scenarios)", WB_OPT_INT,
+        {"--shape", "B H N d", "B sequences of N tokens, H heads of d (default B8 H12 N2048 d64: append a prefill of "
+         "8x2048 tokens, fp16 also 128 sequences 1 token each, gather 8 of mixed lengths up to 4096)", WB_OPT_INT,
          shape, 4, 1, 1 << 20, NULL},
         {"--block-size", "S", "tokens per page (default 16)", WB_OPT_INT, &block_size, 1, 1, 4096, NULL},
         {"--dtype", "T", "fp32, fp16 or all (default all)", WB_OPT_CHOICE, &dtype_choice, 0, 0, 0, dtype_choices},
@@ -444,7 +450,7 @@ int main(int argc, char **argv)
     const wb_program prog = {"stage08_paged_kv_cache",
                              "Stage 08: the paged KV cache: block manager, append and gather kernels, against a "
                              "contiguous max-length cache.",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     if (shape[0] > 0 && shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 29)) {

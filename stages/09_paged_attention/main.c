@@ -23,6 +23,15 @@
 #include "rng.h"
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", NULL};
+/** One line per variant for --help: its idea, what it takes, the hardware it needs. */
+static const char *const variant_help[] = {
+    "gather to contiguous (stage 08), then attention (d 64 or 128, sm_75)",
+    "a block per (sequence, head) straight through the pages: PagedAttention v1 (sm_75)",
+    "split into partitions, the last block merges: flash-decoding (sm_75)",
+    "v3 + one block per KV head's query group (grouped-query; sm_75)",
+    "v4 + a lean inner loop: no division, no copies (sm_75)",
+    "v5 + tiles shared by a row's blocks, no empty blocks (sm_75)",
+    "v6 with the dot products on tensor cores, mma.sync (fp16, sm_75)"};
 static const char *const l2_choices[] = {"rotate", "flush", NULL};
 
 /** O is fp16: the GPU and the reference each round once to fp16 (at most one ulp apart: 2^-10 relative). */
@@ -313,7 +322,9 @@ int main(int argc, char **argv)
     long long shape[4] = {0, 0, 0, 0}, kv_heads = 0, block_size = 16;
     int l2_choice = 0;
     const wb_option extra[] = {
-        {"--shape", "B Hq N d", "B sequences of N context tokens, Hq query heads of d (default: the benchmark set)",
+        {"--shape", "B Hq N d", "B sequences of N context tokens, Hq query heads of d (default: the benchmark set, "
+         "B8 Hq12 d64 and d128 at N 4096, B1 Hq12 d64 and d128 at 32768, B8 Hq12 d64 of 16-16384 tokens, "
+         "B8 Hq32 Hkv8 d128 at 4096)",
          WB_OPT_INT, shape, 4, 1, 1 << 20, NULL},
         {"--kv-heads", "H", "KV heads, a divisor of Hq (default Hq: multi-head; fewer: grouped-query)", WB_OPT_INT,
          &kv_heads, 1, 1, 1 << 16, NULL},
@@ -324,7 +335,7 @@ int main(int argc, char **argv)
     const wb_program prog = {"stage09_paged_attention",
                              "Stage 09: decode attention through the paged KV cache's block tables; split-K "
                              "(flash-decoding).",
-                             variant_ids};
+                             variant_ids, variant_help};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     long long hkv = kv_heads ? kv_heads : shape[1];
