@@ -167,7 +167,8 @@ void wb_print_usage(FILE *out, const wb_program *prog, const wb_option *extra, i
     char ids[512];
     list_variants(prog, ids, sizeof ids);
     fprintf(out, "usage: %s [options]\n%s\n\n", prog->name, prog->summary);
-    fprintf(out, "With no options every variant is checked against the CPU reference and timed.\n\n");
+    fprintf(out, "%s\n\n", prog->no_options ? prog->no_options
+                                            : "With no options every variant is checked against the CPU reference and timed.");
     fprintf(out, "stage options:\n");
     for (int i = 0; i < n_extra; ++i) print_option(out, &extra[i]);
     fprintf(out, "common options:\n");

@@ -48,6 +48,8 @@ typedef struct {
     const char *const *variant_ids;  /**< NULL-terminated ids for --variant: "v1", …, "cub" */
     const char *const *variant_help; /**< NULL, or one line per id for --help: the variant's idea, the hardware it
                                           needs, the problems it takes */
+    const char *no_options;          /**< NULL, or what the program does with no options, where it is not the
+                                          stages' default (every variant checked and timed) */
 } wb_program;
 
 /** @brief The options every stage program takes. */

@@ -453,8 +453,9 @@ int main(int argc, char **argv)
          WB_OPT_FLAG, &check_full, 0, 0, 0, NULL},
     };
     const wb_program prog = {"stage10_gpt2_e2e", "Stage 10: GPT-2 end to end (prefill + paged greedy decode) from the "
-                             "earlier stages' kernels. With no options: text from the prompt (v1, fp32).", variant_ids,
-                             variant_help};
+                             "earlier stages' kernels.", variant_ids, variant_help,
+                             "With no options: text from the prompt (v1, fp32; random weights without --weights). "
+                             "--check checks every variant against the CPU reference, --bench times them."};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 11);
     if (prompt && (!vocab || !merges))
