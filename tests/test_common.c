@@ -12,7 +12,7 @@
 #include "timing.h"
 
 static const char *const ids[] = {"v1", "v2", "v3", "cub", NULL};
-static const wb_program prog = {"prog", "a test program", ids};
+static const wb_program prog = {"prog", "a test program", ids, NULL, NULL};
 
 static int parse(int argc, char **argv, wb_common_opts *c, long long *n, int *choice, long long size3[3],
                  char *err)

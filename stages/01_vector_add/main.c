@@ -196,7 +196,7 @@ int main(int argc, char **argv)
         {"--n", "N", "elements (default 67108864 = 2^26)", WB_OPT_INT, &n, 1, 1, INT_MAX, NULL},
     };
     const wb_program prog = {"stage01_vector_add", "Stage 01: c = a + b in fp32 (v1-v3) and fp16 (v4).",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 1);
 

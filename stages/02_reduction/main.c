@@ -243,7 +243,7 @@ int main(int argc, char **argv)
     };
     const wb_program prog = {"stage02_reduction",
                              "Stage 02: sum and max of an array (fp32 or fp16 input, fp32 accumulation).",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
 

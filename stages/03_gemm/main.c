@@ -243,7 +243,7 @@ int main(int argc, char **argv)
          65536, NULL},
     };
     const wb_program prog = {"stage03_gemm", "Stage 03: matrix multiplication C = A·B (row-major), fp32 and fp16.",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 1);
     if (size[0] * size[2] + size[2] * size[1] + size[0] * size[1] > (1LL << 31)) {

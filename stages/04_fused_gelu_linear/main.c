@@ -296,7 +296,7 @@ int main(int argc, char **argv)
         {"--no-bias", NULL, "leave out the bias", WB_OPT_FLAG, &no_bias, 0, 0, 0, NULL},
     };
     const wb_program prog = {"stage04_fused_gelu_linear",
-                             "Stage 04: Y = GELU(X·W + b), the bias and GELU fused into the GEMM's epilogue.", variant_ids, variant_help};
+                             "Stage 04: Y = GELU(X·W + b), the bias and GELU fused into the GEMM's epilogue.", variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
     if (size[0] * size[2] + size[2] * size[1] + size[0] * size[1] > (1LL << 31)) {

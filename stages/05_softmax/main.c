@@ -272,7 +272,7 @@ int main(int argc, char **argv)
     };
     const wb_program prog = {"stage05_softmax",
                              "Stage 05: softmax and LayerNorm over the rows of a matrix (fp32 and fp16 storage).",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     if ((rows > 0) != (cols > 0)) {

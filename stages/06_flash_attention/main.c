@@ -308,7 +308,7 @@ int main(int argc, char **argv)
     const wb_program prog = {"stage06_flash_attention",
                              "Stage 06: attention forward, O = softmax(scale*Q*K^T [causal]) * V, and its row "
                              "log-sum-exp; naive to FlashAttention-2 on tensor cores.",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 3);
     const int max_d = 4096; /* v6 and the peer take any d (v1–v5 say they need d <= 128) */

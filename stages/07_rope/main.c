@@ -271,7 +271,7 @@ int main(int argc, char **argv)
         {"--dtype", "T", "fp32, fp16 or all (default all)", WB_OPT_CHOICE, &dtype_choice, 0, 0, 0, dtype_choices},
     };
     const wb_program prog = {"stage07_rope", "Stage 07: rotary position embeddings on Q and K ([B, H, N, d]).",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 5);
     if (shape[3] % 2 || shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 30) || start + shape[2] > (1 << 24)) {

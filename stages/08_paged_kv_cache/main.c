@@ -450,7 +450,7 @@ int main(int argc, char **argv)
     const wb_program prog = {"stage08_paged_kv_cache",
                              "Stage 08: the paged KV cache: block manager, append and gather kernels, against a "
                              "contiguous max-length cache.",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     if (shape[0] > 0 && shape[0] * shape[1] * shape[2] * shape[3] > (1LL << 29)) {

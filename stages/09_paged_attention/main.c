@@ -335,7 +335,7 @@ int main(int argc, char **argv)
     const wb_program prog = {"stage09_paged_attention",
                              "Stage 09: decode attention through the paged KV cache's block tables; split-K "
                              "(flash-decoding).",
-                             variant_ids, variant_help};
+                             variant_ids, variant_help, NULL};
     wb_common_opts opt;
     wb_parse_args_or_exit(argc, argv, &prog, &opt, extra, 4);
     long long hkv = kv_heads ? kv_heads : shape[1];
