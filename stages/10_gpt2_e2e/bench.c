@@ -193,7 +193,7 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
         for (int b = 0; b < sms; ++b) {
             double start = trace_at(h, P, b, p, 0), arrive = trace_at(h, P, b, p, 1);
             first = fmin(first, start), last_arrival = fmax(last_arrival, arrive), most = fmax(most, arrive - start);
-            if (trace_at(h, P, b, p, 2)) /* attention's phase marks none of the two (v24's merged phase does) */
+            if (trace_at(h, P, b, p, 2)) /* attention's phase marks none of the two (v6's and v7's merged phase do) */
                 r += trace_at(h, P, b, p, 2) - start, dd += trace_at(h, P, b, p, 3) - trace_at(h, P, b, p, 2),
                     ee += arrive - trace_at(h, P, b, p, 3);
             if (q < P) next = fmin(next, trace_at(h, P, b, q, 0));

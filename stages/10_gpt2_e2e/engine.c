@@ -766,7 +766,7 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  * engine_decode waits for each step: the next step's token is its result.
  * The host then works out the next step's inputs, copies them up and
  * launches, and the GPU waits for all of it: 30-37 µs a step on the H100
- * (v10's traced step against its timed one). But a step's inputs other than
+ * (the traced step against the timed one). But a step's inputs other than
  * its tokens — positions, slots, block tables — do not depend on the tokens.
  * So engine_generate works them out for up to queue_steps steps (a queue),
  * uploads them in one copy, and queues the steps' kernels without waiting:
