@@ -221,11 +221,6 @@ const char *gpt2_step_merged(wb_dtype dtype, const decode_step_args *a)
     wb_current_gpu(&cc, &sms);
     if (const char *why = merged_step_refused(dtype, a, cc, sms)) return why;
     if (!a->proj_acc) return "decode step with attention and proj in one phase: needs proj_acc";
-    decode_step_args args = *a;
-    size_t smem;
-    StepLaunch &s = merged_launch();
-    if (const char *why = size_ring(&args, merged_ring_offset(a, sms), s.static_smem, ring_largest_share(a->C, sms, 2, true),
-                                    false, &smem))
-        return why;
-    return launch_step(decode_step_merged, s, args, smem, "launch of decode_step_merged");
+    return launch_ring_step(decode_step_merged, merged_launch(), *a, merged_ring_offset(a, sms),
+                            ring_largest_share(a->C, sms, 2, true), false, "launch of decode_step_merged");
 }

@@ -121,12 +121,9 @@ const char *gpt2_step_ring(wb_dtype dtype, const decode_step_args *a)
     int cc, sms;
     wb_current_gpu(&cc, &sms);
     if (cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
-    return with_step_kernel<RingKernel>(dtype, a->M, [&](step_kernel_fn kernel, StepLaunch &s) -> const char * {
-        decode_step_args args = *a;
-        size_t smem;
-        if (const char *why = size_ring(&args, ring_offset(dtype, a, sms), s.static_smem,
-                                        ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), false), false, &smem))
-            return why;
-        return launch_step(kernel, s, args, smem, "launch of decode_step_ring");
+    return with_step_kernel<RingKernel>(dtype, a->M, [&](step_kernel_fn kernel, StepLaunch &s) {
+        return launch_ring_step(kernel, s, *a, ring_offset(dtype, a, sms),
+                                ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), false), false,
+                                "launch of decode_step_ring");
     });
 }

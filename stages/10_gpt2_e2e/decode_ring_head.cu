@@ -547,12 +547,9 @@ const char *gpt2_step_ring_head(wb_dtype dtype, const decode_step_args *a)
     wb_current_gpu(&cc, &sms);
     if (cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     const bool tc = dtype == WB_F16 && decode_rows_for(a->M) >= MMA_MIN_ROWS;
-    return with_step_kernel<RingHeadKernel>(dtype, a->M, [&](step_kernel_fn kernel, StepLaunch &s) -> const char * {
-        decode_step_args args = *a;
-        size_t smem;
-        if (const char *why = size_ring(&args, ring_offset(dtype, a, sms), s.static_smem,
-                                        ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), true), tc, &smem))
-            return why;
-        return launch_step(kernel, s, args, smem, "launch of decode_step_ring_head");
+    return with_step_kernel<RingHeadKernel>(dtype, a->M, [&](step_kernel_fn kernel, StepLaunch &s) {
+        return launch_ring_step(kernel, s, *a, ring_offset(dtype, a, sms),
+                                ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), true), tc,
+                                "launch of decode_step_ring_head");
     });
 }

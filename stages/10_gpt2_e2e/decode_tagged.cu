@@ -528,13 +528,9 @@ const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
     if (const char *why = tagged_step_refused(dtype, a, cc, sms)) return why;
     decode_step_args args = *a;
     args.barrier = NULL; /* none: v7 meets no barrier */
-    size_t smem;
-    StepLaunch &s = tagged_launch();
-    if (const char *why = size_ring(&args, merged_ring_offset(a, sms), s.static_smem, ring_largest_share(a->C, sms, 2, true),
-                                    false, &smem))
-        return why;
     /* no zero of the keys inside the step, which meets no barrier: nothing would order it before the LM head's atomics
      * (engine_generate's queued v7 steps zero them for the step after) */
     if (!a->best_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, (size_t)a->M * sizeof *a->best, cudaStreamPerThread));
-    return launch_step(decode_step_tagged, s, args, smem, "launch of decode_step_tagged");
+    return launch_ring_step(decode_step_tagged, tagged_launch(), args, merged_ring_offset(a, sms),
+                            ring_largest_share(a->C, sms, 2, true), false, "launch of decode_step_tagged");
 }

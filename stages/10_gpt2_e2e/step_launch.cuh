@@ -127,4 +127,14 @@ static const char *launch_step(Kernel kernel, StepLaunch &s, const decode_step_a
     return NULL;
 }
 
+/** @brief v4-v7's launch: the ring sized (size_ring), then launch_step. */
+template <typename Kernel>
+static const char *launch_ring_step(Kernel kernel, StepLaunch &s, decode_step_args args, size_t offset, unsigned largest,
+                                    bool lines, const char *name)
+{
+    size_t smem;
+    if (const char *why = size_ring(&args, offset, s.static_smem, largest, lines, &smem)) return why;
+    return launch_step(kernel, s, args, smem, name);
+}
+
 #endif /* STAGE10_STEP_LAUNCH_CUH */
