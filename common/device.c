@@ -45,7 +45,10 @@ void wb_device_open_or_skip(wb_device *dev, const char *program)
         dev->smem_per_sm = T4_SMEM_BYTES;
     }
     dev->l2_flush_bytes = 2 * dev->l2_bytes;
-    if (dev->l2_flush_bytes > 0) dev->l2_flush = wb_device_alloc(dev->l2_flush_bytes, "L2 flush buffer");
+    if (dev->l2_flush_bytes > 0) { /* zeros: the timer's sweep only reads it (wb_flush_l2) */
+        dev->l2_flush = wb_device_alloc(dev->l2_flush_bytes, "L2 flush buffer");
+        WB_CUDA_CHECK(cudaMemset(dev->l2_flush, 0, dev->l2_flush_bytes));
+    }
 }
 
 void wb_device_close(wb_device *dev)

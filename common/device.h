@@ -36,7 +36,7 @@ typedef struct {
     size_t l2_bytes;               /**< L2 cache size, bytes */
     size_t global_mem_bytes;       /**< device memory, bytes */
     double copy_gbps;              /**< measured device-to-device copy, GB/s (read + write); 0 until measured */
-    void *l2_flush;                /**< scratch the timer writes between runs to evict the L2 */
+    void *l2_flush;                /**< zeros the timer reads between runs to evict the L2 (wb_flush_l2) */
     size_t l2_flush_bytes;         /**< its size: twice the L2 */
 } wb_device;
 

@@ -57,7 +57,7 @@ const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warm
     const char *why = NULL;
     for (int i = 0; i < runs && !why; ++i) {
         if (dev && dev->l2_flush)
-            WB_CUDA_CHECK(cudaMemsetAsync(dev->l2_flush, i & 0xff, dev->l2_flush_bytes, cudaStreamPerThread));
+            wb_flush_l2(dev->l2_flush, dev->l2_flush_bytes);
         else
             wb_hold_gpu(WB_HOLD_NS); /* what the flush does too: the GPU is busy while the host queues the run */
         WB_CUDA_CHECK(cudaEventRecord(start, cudaStreamPerThread));

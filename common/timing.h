@@ -34,8 +34,11 @@ typedef const char *(*wb_run_fn)(void *ctx);
 /**
  * @brief Warm up, then time `runs` runs of fn one by one with CUDA events.
  *
- * Before each timed run the device's L2 flush buffer is overwritten (outside the
- * events), so every run starts with a cold cache as a run over fresh data would.
+ * Before each timed run the device's L2 flush buffer is read (outside the events,
+ * wb_flush_l2), so every run starts with a cold cache as a run over fresh data
+ * would, and with no dirty line left for the run to write back: a flush that
+ * wrote its buffer (a memset) would leave the L2 full of dirty lines, and the
+ * timed run would pay for writing them back (docs/method.md measures it).
  * Without a flush (dev NULL or no buffer: the caller rotates its inputs instead),
  * the GPU is held busy for WB_HOLD_NS instead (wb_hold_gpu), so that in both cases
  * the host has queued the start event, the run and the stop event before the GPU
@@ -55,6 +58,12 @@ const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warm
 /** @brief How long the timer holds the GPU before a run that has no L2 flush ahead of it (ns): longer than the
  *         host takes to queue an event, a few launches and another event. */
 #define WB_HOLD_NS 50000ull
+
+/**
+ * @brief The L2 flush: read `bytes` of `buf` (at least twice the L2, zero-filled) with one kernel on
+ *        cudaStreamPerThread. Reads only, so that the lines left in L2 are clean.
+ */
+void wb_flush_l2(const void *buf, size_t bytes);
 
 /** @brief Keep the GPU busy for `ns` nanoseconds: one thread spinning on the GPU's clock (cudaStreamPerThread). */
 void wb_hold_gpu(unsigned long long ns);

@@ -430,20 +430,23 @@ def stage10_t4_table(rows):
     """Stage 10's predicted-T4 table: the T4 estimate of each decode row of the variants that run on one."""
     by, variants = stage10_rows(rows)
     out = ["**Predicted, not measured.** A decode step reads every weight once; on a T4 (320 GB/s) that alone takes "
-           "1.55 ms in fp32. Batch 1-8 steps are bound by launches and latency beside it: the estimate is the T4's "
-           f"weight streaming plus the time the {rows[0]['gpu']} step took beyond its own streaming. Only fp32's v1-v3 "
-           "run on a T4: fp16 needs sm_80 (the prefill's tensor-core linear), v4-v7 sm_90 (the copy engine).", "",
-           "| variant | " + " | ".join(h for _, h in STAGE10_DECODE) + " |", "|---|" + "---:|" * len(STAGE10_DECODE)]
-    for v in variants:
-        rs = [by.get((f"{p}, fp32", v)) for p, _ in STAGE10_DECODE]
-        if not any(rs) or needs_newer(next(r for r in rs if r)):
-            continue
-        cells = []
-        for r in rs:
-            pred = t4_prediction(r) if r else None
-            cells.append(f"{fmt_ms(pred[1])} ({r['throughput'] * r['time_ms'] / pred[1]:.0f} tok/s)"
-                         if pred and finite(pred[1]) else "–")
-        out.append(f"| {v} | " + " | ".join(cells) + " |")
+           "1.55 ms in fp32, 0.78 ms in fp16. Batch 1-8 steps are bound by launches and latency beside it: the estimate "
+           f"is the T4's weight streaming plus the time the {rows[0]['gpu']} step took beyond its own streaming. v1-v3 "
+           "run on a T4 in both precisions (fp16's prefill on stage 04's v13, the WMMA linear); v4-v7 need sm_90 (the "
+           "copy engine).", "",
+           "| variant | precision | " + " | ".join(h for _, h in STAGE10_DECODE) + " |",
+           "|---|---|" + "---:|" * len(STAGE10_DECODE)]
+    for dtype in ("fp32", "fp16"):
+        for v in variants:
+            rs = [by.get((f"{p}, {dtype}", v)) for p, _ in STAGE10_DECODE]
+            if not any(rs) or needs_newer(next(r for r in rs if r)):
+                continue
+            cells = []
+            for r in rs:
+                pred = t4_prediction(r) if r else None
+                cells.append(f"{fmt_ms(pred[1])} ({r['throughput'] * r['time_ms'] / pred[1]:.0f} tok/s)"
+                             if pred and finite(pred[1]) else "–")
+            out.append(f"| {v} | {dtype} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -476,13 +479,11 @@ def compute_unit(stage, problem, variant):
 
 
 def needs_newer(r):
-    """What a row's variant needs beyond sm_75, or None: the stage's table of variants, and stage 10's fp16, whose
-    prefill takes stage 04's tensor-core linear (sm_80); its decode linear alone is plain CUDA in both precisions."""
+    """What a row's variant needs beyond sm_75, or None: the stage's table of variants (stage 10's fp16 prefill
+    takes stage 04's v13, the WMMA linear, on a T4)."""
     stage = r["stage"][-2:]
     if stage == "10" and r["problem"].startswith("decode linear alone"):
         return None
-    if stage == "10" and precision(r) == "fp16":
-        return NEEDS_NEWER[stage].get(r["variant"], "sm_80")
     return NEEDS_NEWER.get(stage, {}).get(r["variant"])
 
 
@@ -504,8 +505,9 @@ def t4_prediction(r):
         key, work = compute_unit(stage, r["problem"], r["variant"]), r["throughput"] * ms / 1e3  # TFLOP done
     elif stage == "10" and is_decode(r):  # every weight once per step, at any batch
         key, work = "GB/s", GPT2_124M_PARAMS * (2 if precision(r) == "fp16" else 4) / 1e9
-    elif stage == "10":  # prefill: fp32 linear layers on CUDA cores (fp16 needs sm_80)
-        key, work = "fp32", 2 * GPT2_124M_PARAMS * r["throughput"] * ms / 1e3 / 1e12
+    elif stage == "10":  # prefill: the linear layers, fp32 on CUDA cores, fp16 on tensor cores
+        key = "tensor" if precision(r) == "fp16" else "fp32"
+        work = 2 * GPT2_124M_PARAMS * r["throughput"] * ms / 1e3 / 1e12
     else:
         return None
     floor = work / T4_ROOF[key] * 1e3

@@ -12,12 +12,11 @@
 #include "kernels.h"
 
 #include <cuda_fp16.h>
-#include <mma.h>
 #include <stdint.h>
 
 #include "cublas_check.h"
 #include "cuda_check.h"
-#include "gemm_tiles.cuh" /* v7 and v9 kernels, shared with stage 04 */
+#include "gemm_tiles.cuh" /* v7, v8 and v9 kernels, shared with stage 04 */
 
 static const char *check_shape(int M, int N, int K)
 {
@@ -364,105 +363,13 @@ static const char *gemm_v7(const void *A, const void *B, void *C, int M, int N, 
 }
 
 /* ---------------------------------------------------------------------------
- * v8 — tensor cores through WMMA (fp16 in, fp32 accumulate, fp16 out).
+ * v8 — tensor cores through WMMA (fp16 in, fp32 accumulate, fp16 out): the
+ * kernel is in gemm_tiles.cuh (stage 04 puts its epilogue on it for the T4).
  * ------------------------------------------------------------------------- */
-
-/** @brief Block tile of v8: 128×128 outputs, K in steps of 32. */
-#define WMMA_BM 128
-/** @brief Block tile columns. */
-#define WMMA_BN 128
-/** @brief K per shared-memory stage. */
-#define WMMA_BK 32
-/** @brief Padding of each shared-memory row, in halves: rows 80 bytes apart, not 64, spread the banks. */
-#define WMMA_PAD 8
-
-/**
- * @brief v8 — each warp computes a 64×32 tile of C as 4×2 WMMA 16×16×16 fragments.
- *
- * A tensor core instruction multiplies two 16×16 fp16 tiles and accumulates into
- * a 16×16 fp32 tile: 8192 FLOPs per warp instruction, where an FFMA does 64. The
- * 8 warps of a block share 128×32 of A and 32×128 of B in shared memory (16-byte
- * loads, zero-filled past the edges); each warp loads 4 A and 2 B fragments per
- * 16 of K and issues 8 mma_sync. The fp32 results go through a small per-warp
- * shared buffer to be converted to fp16 and written with bounds checks. Runs on
- * sm_70 and later (the T4 included).
- */
-__global__ void hgemm_wmma(const __half *A, const __half *B, __half *C, int M, int N, int K, bool vec)
-{
-    using namespace nvcuda;
-    __shared__ __align__(16) __half As[WMMA_BM][WMMA_BK + WMMA_PAD];
-    __shared__ __align__(16) __half Bs[WMMA_BK][WMMA_BN + WMMA_PAD];
-    __shared__ __align__(16) float staging[8][16 * 16];
-    int t = threadIdx.x, warp = t / 32, lane = t % 32;
-    int warp_m = warp / 4, warp_n = warp % 4; /* 2×4 warps: 64 rows × 32 columns each */
-    int tile_row = blockIdx.y * WMMA_BM, tile_col = blockIdx.x * WMMA_BN;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-    for (int k0 = 0; k0 < K; k0 += WMMA_BK) {
-        /* A tile: 128×32 halves = 512 vectors of 8; B tile: 32×128 = 512 vectors */
-#pragma unroll
-        for (int v = t; v < 512; v += 256) {
-            int r = v / 4, c = (v % 4) * 8, gr = tile_row + r, gc = k0 + c;
-            if (vec && gr < M && gc + 7 < K) {
-                *reinterpret_cast<uint4 *>(&As[r][c]) = *reinterpret_cast<const uint4 *>(A + (long long)gr * K + gc);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-                    As[r][c + i] = gr < M && gc + i < K ? A[(long long)gr * K + gc + i] : __float2half(0.0f);
-            }
-            int br = v / 16, bc = (v % 16) * 8, gbr = k0 + br, gbc = tile_col + bc;
-            if (vec && gbr < K && gbc + 7 < N) {
-                *reinterpret_cast<uint4 *>(&Bs[br][bc]) = *reinterpret_cast<const uint4 *>(B + (long long)gbr * N + gbc);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-                    Bs[br][bc + i] = gbr < K && gbc + i < N ? B[(long long)gbr * N + gbc + i] : __float2half(0.0f);
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < WMMA_BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[4];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b[2];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(a[i], &As[warp_m * 64 + i * 16][kk], WMMA_BK + WMMA_PAD);
-#pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &Bs[kk][warp_n * 32 + j * 16], WMMA_BN + WMMA_PAD);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            wmma::store_matrix_sync(staging[warp], acc[i][j], 16, wmma::mem_row_major);
-            __syncwarp();
-            int r0 = tile_row + warp_m * 64 + i * 16, c0 = tile_col + warp_n * 32 + j * 16;
-            for (int e = lane; e < 256; e += 32) {
-                int r = r0 + e / 16, c = c0 + e % 16;
-                if (r < M && c < N) C[(long long)r * N + c] = __float2half_rn(staging[warp][e]);
-            }
-            __syncwarp();
-        }
-}
 
 static const char *gemm_v8(const void *A, const void *B, void *C, int M, int N, int K)
 {
-    const char *why = check_shape(M, N, K);
-    if (why) return why;
-    if (ceil_div(M, WMMA_BM) > 65535) return "needs M <= 65535 * 128 (grid y limit)";
-    bool vec = K % 8 == 0 && N % 8 == 0 && ((((uintptr_t)A | (uintptr_t)B) & 15u) == 0);
-    hgemm_wmma<<<dim3(ceil_div(N, WMMA_BN), ceil_div(M, WMMA_BM)), 256>>>((const __half *)A, (const __half *)B,
-                                                                          (__half *)C, M, N, K, vec);
-    WB_CHECK_LAUNCH("hgemm_wmma");
-    return NULL;
+    return launch_hgemm_wmma((const __half *)A, (const __half *)B, (__half *)C, M, N, K, GemmIdentity());
 }
 
 /* ---------------------------------------------------------------------------

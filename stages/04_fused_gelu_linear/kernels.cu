@@ -137,6 +137,20 @@ static const char *linear_v3(const linear_args *a)
     return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
 }
 
+/**
+ * @brief v13 — the same epilogue on stage 03's v8, the WMMA GEMM (fp16 in and out,
+ *        sm_70+): the T4's tensor-core linear, where v4's cp.async and m16n8k16 are missing.
+ */
+static const char *linear_v13_wmma(const linear_args *a)
+{
+    const __half *X = (const __half *)a->X, *W = (const __half *)a->W;
+    if (a->gelu == GELU_TANH)
+        return launch_hgemm_wmma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
+    if (a->gelu == GELU_NONE)
+        return launch_hgemm_wmma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
+    return launch_hgemm_wmma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
+}
+
 /** @brief v4 — the same epilogue on stage 03's v9 tensor-core GEMM (fp16 in and out, sm_80+). */
 static const char *linear_v4(const linear_args *a)
 {
@@ -398,6 +412,7 @@ extern "C" const linear_variant linear_variants[] = {
     {"v8", "v3 + split-K when the tiles fill under 2 waves", WB_F32, 0, 75, 3, linear_v8},
     {"cublas", "cuBLAS SGEMM + our bias+GELU kernel (peer)", WB_F32, 1, 75, 3, peer_cublas_f32},
     {"cublaslt", "cuBLASLt, GELU_BIAS epilogue (peer)", WB_F32, 1, 75, 1, peer_cublaslt_f32},
+    {"v13", "bias+GELU in the WMMA epilogue (v8): the T4's", WB_F16, 0, 75, 1, linear_v13_wmma},
     {"v4", "bias+GELU in the tensor-core epilogue (v9)", WB_F16, 0, 80, 1, linear_v4},
     {"v5", "bias+GELU in the Hopper GEMM's epilogue (v10)", WB_F16, 0, 90, 1, linear_v5_wgmma},
     {"v6", "v5 on the persistent Hopper GEMM (v11)", WB_F16, 0, 90, 1, linear_v6_wgmma_persistent},

@@ -28,7 +28,7 @@
 /** @brief Rows of Y the reference computes for a large product. */
 #define SAMPLED_ROWS 64
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v8", "cublas", "cublaslt", "v4", "v5", "v6", "v7", "v9", "v10", "v11", "v12", "cublas-h", "cublaslt-h", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v8", "cublas", "cublaslt", "v13", "v4", "v5", "v6", "v7", "v9", "v10", "v11", "v12", "cublas-h", "cublaslt-h", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */
 static const char *const variant_help[] = {
     "unfused: GEMM, then a bias kernel and a GELU kernel (fp32, sm_75)",
@@ -37,6 +37,7 @@ static const char *const variant_help[] = {
     "v3 + split-K where the tiles fill under 2 waves (fp32, sm_75)",
     "cuBLAS GEMM + stage 04's bias+GELU kernel: the fp32 peer",
     "cuBLASLt with its GELU_BIAS epilogue: the fp32 peer",
+    "bias+GELU in the WMMA GEMM's epilogue, on stage 03's v8: the T4's tensor cores (fp16, sm_75)",
     "bias+GELU in the tensor-core GEMM's epilogue, on stage 03's v9 (fp16, sm_80)",
     "bias+GELU in the Hopper GEMM's epilogue, on stage 03's v10 (fp16, sm_90a)",
     "v5 on the persistent Hopper GEMM, stage 03's v11 (fp16, sm_90a)",

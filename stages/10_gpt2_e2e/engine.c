@@ -104,16 +104,16 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     int cc;
     wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp32: v8, split-K where the tiles fill under two waves, as at 32 rows;
-     * fp16: v5, the Hopper GEMM, on a compute capability 9.0 GPU, else v4),
+     * fp16: v5, the Hopper GEMM, on a compute capability 9.0 GPU, v4 on sm_80, v13 (WMMA) on the T4),
      * stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
-    e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v5" : "v4") : "v8", dtype);
+    e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v5" : cc >= 80 ? "v4" : "v13") : "v8", dtype);
     e->layernorm_variant = 2;
     e->attention_variant = find_attention(dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
     if (variant < 1 || variant > 7) return "the decode variant must be 1..7 (see engine.h)";
-    if (linear_variants[e->linear_variant].min_cc > cc) return "fp16 needs sm_80 (stage 04's tensor-core linear, v4)";
+    if (linear_variants[e->linear_variant].min_cc > cc) return "needs sm_75 (stage 04's linears)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = variant >= 2;

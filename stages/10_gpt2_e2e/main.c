@@ -35,7 +35,7 @@ const char *const variant_what[] = {"layer by layer: stages 03-09's kernels",
                                     "v6 + no grid barriers: the rows tagged with the step"};
 /** One line each for --help: the idea, the hardware, the problems it takes. */
 static const char *const variant_help[] = {
-    "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75; fp16: sm_80)",
+    "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75)",
     "v1 + the fused decode linear: LayerNorm, bias, GELU, residual, K/V append, argmax in the GEMV (sm_75)",
     "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences)",
     "v3 + the weights brought by the copy engine into a ring in shared memory (sm_90)",
