@@ -28,6 +28,24 @@ function(wb_add_exit_tests stage target)
   endforeach()
 endfunction()
 
+# The exercise slot: each stage's exercise.cu (variant ex), or the file the option
+# WB_EXERCISE_<NN> names instead (a path, relative to the source tree or absolute):
+# how the sample kernels in tests/exercises/ are built into the slot, e.g.
+#   cmake -B build-ex -DWB_EXERCISE_01=tests/exercises/stage01_right.cu
+# wb_exercise_source(<NN> <var>) sets <var> to the file to compile.
+function(wb_exercise_source number var)
+  if(DEFINED WB_EXERCISE_${number} AND NOT WB_EXERCISE_${number} STREQUAL "")
+    get_filename_component(file ${WB_EXERCISE_${number}} ABSOLUTE BASE_DIR ${PROJECT_SOURCE_DIR})
+    if(NOT EXISTS ${file})
+      message(FATAL_ERROR "WB_EXERCISE_${number}: no file ${file}")
+    endif()
+    message(STATUS "stage ${number}: the exercise slot holds ${file}")
+  else()
+    set(file ${CMAKE_CURRENT_SOURCE_DIR}/exercise.cu)
+  endif()
+  set(${var} ${file} PARENT_SCOPE)
+endfunction()
+
 # wb_add_stage(<NN> <name>
 #              SOURCES <files...>            main.c kernels.cu
 #              [LIBRARIES <libs...>]         e.g. CUDA::cublas
@@ -53,6 +71,11 @@ function(wb_add_stage number name)
   # gpu: the correctness sweep; skipped (77) without a device.
   add_test(NAME ${stage}_check COMMAND ${target} --check)
   set_tests_properties(${stage}_check PROPERTIES SKIP_RETURN_CODE 77 LABELS "${stage};gpu")
+
+  # gpu: the exercise slot's check (variant ex, exercise.cu): skipped (77), with the
+  # message, while the slot holds the stub.
+  add_test(NAME ${stage}_exercise COMMAND ${target} --check --variant ex)
+  set_tests_properties(${stage}_exercise PROPERTIES SKIP_RETURN_CODE 77 LABELS "${stage};gpu")
 
   # cpu: --help works, and every kind of bad argument exits 2 with a message
   # that says what is allowed. Arguments are '|'-separated for ExpectExit.cmake.

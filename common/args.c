@@ -180,7 +180,7 @@ void wb_print_usage(FILE *out, const wb_program *prog, const wb_option *extra, i
     } else {
         fprintf(out, "variants: %s\n", ids);
     }
-    fprintf(out, "exit codes: 0 all good, 1 a check failed, 2 bad arguments, 77 no CUDA device\n");
+    fprintf(out, "exit codes: 0 all good, 1 a check failed, 2 bad arguments, 77 no CUDA device (or --variant ex before exercise.cu is written)\n");
 }
 
 void wb_parse_args_or_exit(int argc, char **argv, const wb_program *prog, wb_common_opts *common,

@@ -3,6 +3,35 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+
+static int exercise_unwritten;
+
+int wb_exercise_unwritten(void) { return exercise_unwritten; }
+
+void wb_note_reason(const char *why)
+{
+    if (why && strcmp(why, WB_EXERCISE_NOT_WRITTEN) == 0) exercise_unwritten = 1;
+}
+
+void wb_print_rejected(const char *id, const char *why)
+{
+    wb_note_reason(why);
+    if (strcmp(why, WB_EXERCISE_NOT_WRITTEN) == 0)
+        printf(" %s:%s", id, why);
+    else
+        printf(" %s:rejected(%s)", id, why);
+}
+
+int wb_exit_status(int ok)
+{
+    if (ok) return 0;
+    if (exercise_unwritten) {
+        printf("the exercise slot (variant ex) is %s: reported as skipped\n", WB_EXERCISE_NOT_WRITTEN);
+        return WB_EXIT_NO_DEVICE;
+    }
+    return 1;
+}
 
 int wb_check_variant(const char *id, wb_check_fn check, void *ctx, int runs)
 {
@@ -11,7 +40,7 @@ int wb_check_variant(const char *id, wb_check_fn check, void *ctx, int runs)
         wb_compare_result res;
         const char *why = check(ctx, &res);
         if (why) {
-            printf(" %s:rejected(%s)", id, why);
+            wb_print_rejected(id, why);
             return -1;
         }
         ok = ok && res.ok;
@@ -28,6 +57,7 @@ void wb_check_and_time(const wb_device *dev, const wb_common_opts *opt, wb_run_f
     if (!why) why = wb_time_runs(dev, run, ctx, (int)opt->warmup, (int)opt->iters, &row->time);
     if (!why) why = check(ctx, &after);
     if (why) {
+        wb_note_reason(why);
         row->status = WB_ROW_REJECTED;
         row->note = why;
         return;

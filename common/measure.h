@@ -47,6 +47,32 @@ void wb_check_and_time(const wb_device *dev, const wb_common_opts *opt, wb_run_f
  */
 int wb_check_variant(const char *id, wb_check_fn check, void *ctx, int runs);
 
+/**
+ * @brief What the exercise slot's launcher returns while it is the stub (each stage's
+ *        exercise.cu, variant `ex`): the variant is then reported as not written, never
+ *        as a failure, and a run of it alone exits 77 (skipped; see wb_exit_status).
+ */
+#define WB_EXERCISE_NOT_WRITTEN "not written yet - see exercise.cu"
+
+/** @brief 1 once a launcher has returned WB_EXERCISE_NOT_WRITTEN (wb_check_variant and wb_check_and_time note it). */
+int wb_exercise_unwritten(void);
+
+/** @brief Note that `why`, a launcher's answer, may be the stub's (for stages that check without wb_check_variant). */
+void wb_note_reason(const char *why);
+
+/**
+ * @brief --check's word for a variant its launcher refused: ` id:rejected(why)`, or
+ *        ` ex:not written yet - see exercise.cu` for the stub (noted, see wb_exit_status).
+ */
+void wb_print_rejected(const char *id, const char *why);
+
+/**
+ * @brief The program's exit status: 0 when ok; when not, 77 (skipped, as without a GPU) if
+ *        the exercise slot's stub was all there was to run (`--variant ex` before it is
+ *        written), else 1.
+ */
+int wb_exit_status(int ok);
+
 /** @brief GB/s of `bytes` moved in `ms` milliseconds. */
 static inline double wb_gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 /** @brief TFLOP/s of `flops` done in `ms` milliseconds. */

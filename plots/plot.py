@@ -69,6 +69,12 @@ def slug(gpu):
     return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
 
 
+def is_exercise_line(line):
+    """A CSV line of the exercise slot (variant `ex`, the learner's own kernel): never committed."""
+    r = next(csv.reader([line]), [])
+    return len(r) > 4 and r[4] == "ex"
+
+
 def read_csv(path):
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -255,7 +261,10 @@ def ingest(src_dir):
             continue
         dest = os.path.join(RESULTS, slug(rows[0]["gpu"]))
         os.makedirs(dest, exist_ok=True)
-        shutil.copyfile(path, os.path.join(dest, name))
+        with open(path, newline="") as f:  # every row but the exercise slot's (`ex`: the learner's kernel)
+            lines = f.read().splitlines(keepends=True)
+        with open(os.path.join(dest, name), "w", newline="") as f:
+            f.write("".join(l for i, l in enumerate(lines) if i == 0 or not is_exercise_line(l)))
         print(f"{path} -> {os.path.relpath(os.path.join(dest, name), ROOT)}")
         n += 1
     if n == 0:
@@ -276,6 +285,7 @@ def splice(path, results=RESULTS):
         with open(file, newline="") as f:
             return [l if l.endswith("\n") else l + "\n" for l in f.read().splitlines(keepends=True)]
     header, *new_lines = lines_of(path)
+    new_lines = [l for l in new_lines if not is_exercise_line(l)]  # never the exercise slot's rows
     if not new_lines:
         sys.exit(f"no rows in {path}")
     first = parse(new_lines[0])
@@ -635,6 +645,11 @@ def gallery():
 
 
 def tables(check):
+    committed = [os.path.join(d, f) for d, _, fs in os.walk(RESULTS) for f in fs if f.endswith(".csv")]
+    with_exercise = [os.path.relpath(p, ROOT) for p in committed
+                     if any(r.get("variant") == "ex" for r in csv.DictReader(open(p, newline="")))]
+    if with_exercise:
+        sys.exit("the exercise slot's rows (variant ex) are in: " + ", ".join(with_exercise) + "; they are never committed")
     results = newest_results()
     edits = {}
     edits[os.path.join(ROOT, "docs", "gallery.md")] = [("gallery", gallery())]

@@ -28,7 +28,10 @@ typedef struct {
     vecadd_launch_fn launch; /**< its launcher */
 } vecadd_variant;
 
-/** @brief The variants in teaching order. */
+/** @brief The exercise slot (exercise.cu): your float4 kernel, the variant `ex`. */
+const char *vecadd_exercise(const void *a, const void *b, void *c, long long n);
+
+/** @brief The variants in teaching order, then the exercise slot. */
 extern const vecadd_variant vecadd_variants[];
 /** @brief How many there are. */
 extern const int vecadd_variant_count;

@@ -470,5 +470,6 @@ extern "C" const reduce_variant reduce_variants[] = {
     {"v5", "grid-stride + shuffles, two-pass", 0, 1, reduce_grid_stride_workspace, reduce_grid_stride_two_pass},
     {"v6", "v5 + 16-byte loads, 4 in flight", 0, 1, reduce_vectorized_workspace, reduce_vectorized_two_pass},
     {"cub", "CUB DeviceReduce (peer)", 1, 1, reduce_cub_workspace, reduce_cub},
+    {"ex", "your kernel (exercise.cu)", 0, 1, reduce_exercise_workspace, reduce_exercise},
 };
 extern "C" const int reduce_variant_count = sizeof reduce_variants / sizeof reduce_variants[0];

@@ -50,7 +50,13 @@ typedef struct {
     reduce_launch_fn launch;         /**< its launcher */
 } reduce_variant;
 
-/** @brief The variants in teaching order, then the peer. */
+/** @brief The exercise slot (exercise.cu), the variant `ex`: your block sum by warp shuffles, fp32 sum. */
+const char *reduce_exercise(reduce_op op, wb_dtype dtype, const void *x, long long n, float *out, void *workspace,
+                            size_t workspace_bytes);
+/** @brief Its scratch: a partial per block. */
+size_t reduce_exercise_workspace(reduce_op op, wb_dtype dtype, long long n);
+
+/** @brief The variants in teaching order, then the peer, then the exercise slot. */
 extern const reduce_variant reduce_variants[];
 /** @brief How many there are. */
 extern const int reduce_variant_count;

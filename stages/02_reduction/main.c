@@ -30,7 +30,7 @@
 /** @brief Runs of each deterministic variant whose results must agree to the bit. */
 #define DETERMINISM_RUNS 10
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "cub", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "cub", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */
 static const char *const variant_help[] = {
     "an atomic per element into one float (sum and max, fp32 and fp16 input, sm_75)",
@@ -39,7 +39,8 @@ static const char *const variant_help[] = {
     "two loads per thread, warp shuffles for the last 32 (sm_75)",
     "grid-stride loop + shuffles, two passes: the same sum on every run (sm_75)",
     "v5 + 16-byte loads, 4 in flight (x 16-byte aligned; sm_75)",
-    "CUB DeviceReduce, the library peer (sm_75)"};
+    "CUB DeviceReduce, the library peer (sm_75)",
+    "your kernel: a block sum by warp shuffles, in exercise.cu (sum of fp32 only; sm_75)"};
 static const char *const op_choices[] = {"all", "sum", "max", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
@@ -218,7 +219,7 @@ static int check_problem(const wb_common_opts *opt, problem *p, dataset d, int *
             same = same && (bits == first_bits || !j.v->deterministic);
         }
         if (why) {
-            printf(" %s:rejected(%s)", j.v->id, why);
+            wb_print_rejected(j.v->id, why);
             continue;
         }
         (*checks)++;
@@ -290,5 +291,5 @@ int main(int argc, char **argv)
         ok = wb_report_finish(&rep, opt.csv);
     }
     wb_device_close(&dev);
-    return ok ? 0 : 1;
+    return wb_exit_status(ok);
 }

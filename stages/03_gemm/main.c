@@ -27,7 +27,7 @@
 /** @brief Rows of C the reference computes for a large product. */
 #define SAMPLED_ROWS 64
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "cublas-h", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "cublas-h", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */
 static const char *const variant_help[] = {
     "naive, a thread per element of C, uncoalesced (fp32, sm_75)",
@@ -45,7 +45,8 @@ static const char *const variant_help[] = {
     "v11 + the epilogue in registers, the tile stored by TMA (fp16, sm_90a)",
     "v12 + the last wave's tiles split along K (fp16, sm_90a)",
     "v13 + the tile shape from the waves: 128x256 or 192x128 (fp16, sm_90a)",
-    "cuBLAS GemmEx fp16 in and out, fp32 accumulation: the fp16 peer"};
+    "cuBLAS GemmEx fp16 in and out, fp32 accumulation: the fp16 peer",
+    "your kernel: 32x32 shared-memory tiles, in exercise.cu (fp32, sm_75)"};
 
 /** One problem: A, B and C on host and device, in one precision. */
 typedef struct {
@@ -264,5 +265,5 @@ int main(int argc, char **argv)
     }
     gemm_release();
     wb_device_close(&dev);
-    return ok ? 0 : 1;
+    return wb_exit_status(ok);
 }

@@ -423,5 +423,6 @@ extern "C" const linear_variant linear_variants[] = {
     {"v12", "v11 + the tile shape from the waves (v14)", WB_F16, 0, 90, 1, linear_v12_tile_from_waves},
     {"cublas-h", "cuBLAS HGEMM + our bias+GELU kernel (peer)", WB_F16, 1, 75, 3, peer_cublas_f16},
     {"cublaslt-h", "cuBLASLt fp16, GELU_BIAS epilogue (peer)", WB_F16, 1, 75, 1, peer_cublaslt_f16},
+    {"ex", "your kernel (exercise.cu)", WB_F32, 0, 75, 1, linear_exercise},
 };
 extern "C" const int linear_variant_count = sizeof linear_variants / sizeof linear_variants[0];

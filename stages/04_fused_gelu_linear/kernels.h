@@ -42,7 +42,10 @@ typedef struct {
     linear_launch_fn launch; /**< its launcher */
 } linear_variant;
 
-/** @brief The variants in teaching order, each precision's peers after its variants. */
+/** @brief The exercise slot (exercise.cu), the variant `ex`: your bias+GELU epilogue on stage 03's v7, fp32. */
+const char *linear_exercise(const linear_args *a);
+
+/** @brief The variants in teaching order, each precision's peers after its variants, then the exercise slot. */
 extern const linear_variant linear_variants[];
 /** @brief How many. */
 extern const int linear_variant_count;

@@ -834,5 +834,6 @@ const attention_variant attention_variants[] = {
     {"v6", "any d: cuBLAS + softmax, 256 query rows at a time", 75, 0, 0, 1, launch_chunked},
     {"v7", "Hopper, FA3-style: TMA + wgmma, producer/consumers (sm_90a)", 90, 0, 0, 1, attention_v7_wgmma},
     {"cublas", "unfused: cuBLAS QK^T, stage 05 softmax, cuBLAS PV", 75, 2, 1, 0, launch_unfused_cublas},
+    {"ex", "your kernel (exercise.cu)", 75, 0, 0, 0, attention_exercise},
 };
 const int attention_variant_count = sizeof attention_variants / sizeof attention_variants[0];

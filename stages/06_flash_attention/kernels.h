@@ -90,6 +90,9 @@ typedef struct {
  */
 const char *attention_v7_wgmma(const attention_problem *p);
 
+/** @brief The exercise slot (exercise.cu), the variant `ex`: your tiled online-softmax attention, fp32. */
+const char *attention_exercise(const attention_problem *p);
+
 /** @brief The variants in teaching order. */
 extern const attention_variant attention_variants[];
 /** @brief How many. */

@@ -20,7 +20,7 @@
 #include "report.h"
 #include "rng.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */
 static const char *const variant_help[] = {
     "naive: S to memory, softmax, P·V, 3 kernels (d <= 128, fp32 and fp16, sm_75)",
@@ -30,7 +30,8 @@ static const char *const variant_help[] = {
     "v4 + cp.async double-buffered K/V (fp16, d 64 or 128, sm_80)",
     "any d: cuBLAS + softmax, 256 query rows at a time (sm_75)",
     "Hopper, FA3-style: TMA + wgmma, producer and consumer warpgroups (fp16, d 64 or 128, sm_90a)",
-    "the unfused peer: cuBLAS Q·K^T, stage 05's softmax, cuBLAS P·V"};
+    "the unfused peer: cuBLAS Q·K^T, stage 05's softmax, cuBLAS P·V",
+    "your kernel: K/V tiles in shared memory, online softmax, in exercise.cu (fp32, d <= 128, sm_75)"};
 static const char *const mask_choices[] = {"all", "none", "causal", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
@@ -385,5 +386,5 @@ int main(int argc, char **argv)
     }
     attention_release();
     wb_device_close(&dev);
-    return ok ? 0 : 1;
+    return wb_exit_status(ok);
 }

@@ -288,6 +288,7 @@ extern "C" const rope_variant rope_variants[] = {
     {"v1", "cos/sin table, thread per pair, Q then K", 1, rope_v1},
     {"v2", "angles in kernel (reduced), thread per pair", 0, rope_v2},
     {"v3", "Q+K in one launch, 16-byte loads, shared angles", 0, rope_v3},
+    {"ex", "your kernel (exercise.cu)", 0, rope_exercise},
 };
 extern "C" const int rope_variant_count = sizeof rope_variants / sizeof rope_variants[0];
 

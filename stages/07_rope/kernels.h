@@ -41,7 +41,10 @@ typedef struct {
     rope_launch_fn launch;  /**< its launcher */
 } rope_variant;
 
-/** @brief The variants in teaching order. */
+/** @brief The exercise slot (exercise.cu), the variant `ex`: your in-kernel sin/cos rotation, fp32. */
+const char *rope_exercise(const rope_args *a);
+
+/** @brief The variants in teaching order, then the exercise slot. */
 extern const rope_variant rope_variants[];
 /** @brief How many. */
 extern const int rope_variant_count;

@@ -22,12 +22,13 @@
 #include "rng.h"
 #include "rope.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */
 static const char *const variant_help[] = {
     "a cos/sin table, a thread per pair, Q then K (even d, sm_75)",
     "the angles in the kernel (range-reduced), a thread per pair (even d, sm_75)",
-    "Q and K in one launch, 16-byte loads, angles shared by Q and K (16-byte aligned; sm_75)"};
+    "Q and K in one launch, 16-byte loads, angles shared by Q and K (16-byte aligned; sm_75)",
+    "your kernel: sin and cos in the kernel, a thread per pair, in exercise.cu (fp32, sm_75)"};
 static const char *const style_choices[] = {"all", "rotate-half", "interleaved", NULL};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 static const char *const style_names[] = {"rotate-half", "interleaved"};
@@ -348,5 +349,5 @@ int main(int argc, char **argv)
         ok = wb_report_finish(&rep, opt.csv);
     }
     wb_device_close(&dev);
-    return ok ? 0 : 1;
+    return wb_exit_status(ok);
 }

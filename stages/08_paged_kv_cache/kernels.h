@@ -78,6 +78,9 @@ typedef struct {
     kv_gather_fn gather;     /**< its gather */
 } kv_variant;
 
+/** @brief The exercise slot (exercise.cu), the variant `ex`: your append; its gather refuses (not the exercise). */
+extern const kv_variant kv_exercise_variant;
+
 /** @brief The variants in teaching order. */
 extern const kv_variant kv_variants[];
 /** @brief How many. */

@@ -22,15 +22,24 @@
 #include "report.h"
 #include "rng.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "contig", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "contig", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */
 static const char *const variant_help[] = {
     "append and gather, one thread per element (sm_75)",
     "append and gather, 16 bytes per thread (uint4; sm_75)",
-    "a contiguous max-length cache, the same copies: the peer"};
+    "a contiguous max-length cache, the same copies: the peer",
+    "your kernel: the append, a thread per element, in exercise.cu (sm_75)"};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 /** Index of the baseline in variant_ids: v2's kernels on a contiguous max-length cache. */
 #define BASELINE (kv_variant_count)
+/** Index of the exercise slot in variant_ids (exercise.cu), after the baseline. */
+#define EXERCISE (kv_variant_count + 1)
+
+/** The kernels of variant index v: a teaching variant's, v2's for the baseline, the exercise slot's. */
+static const kv_variant *variant_at(int v)
+{
+    return v == EXERCISE ? &kv_exercise_variant : &kv_variants[v == BASELINE ? kv_variant_count - 1 : v];
+}
 
 /**
  * One scenario: B sequences that hold old_len[b] tokens, then a batch that
@@ -214,7 +223,7 @@ typedef enum { OP_APPEND, OP_GATHER } op_kind;
 typedef struct {
     scenario *s;  /**< the data */
     op_kind op;   /**< append or gather */
-    int variant;  /**< index into kv_variants, or BASELINE */
+    int variant;  /**< index into kv_variants, or BASELINE, or EXERCISE */
 } job;
 
 /** The append arguments of a job: the paged pool, or (baseline) the contiguous cache as pages of max_len. */
@@ -241,7 +250,7 @@ static kv_gather_args gather_args(const job *j)
 static const char *launch_job(void *ctx)
 {
     job *j = (job *)ctx;
-    const kv_variant *v = &kv_variants[j->variant == BASELINE ? kv_variant_count - 1 : j->variant];
+    const kv_variant *v = variant_at(j->variant);
     if (j->op == OP_APPEND) {
         kv_append_args a = append_args(j);
         if (j->variant != BASELINE) /* copy-on-write first: the shared pages' filled parts into the private copies */
@@ -364,7 +373,7 @@ static double job_bytes(const job *j)
     return read + 2.0 * (double)s->out_elems * s->es + 4.0 * s->n_seqs * (1 + s->max_pages);
 }
 
-static const char *variant_name(int v) { return v == BASELINE ? "contig" : kv_variants[v].id; }
+static const char *variant_name(int v) { return v == BASELINE ? "contig" : variant_at(v)->id; }
 
 static void bench_scenario(const wb_device *dev, const wb_common_opts *opt, scenario *s, op_kind op,
                            const char *label, wb_report *rep)
@@ -372,12 +381,12 @@ static void bench_scenario(const wb_device *dev, const wb_common_opts *opt, scen
     char problem[96], size[96];
     snprintf(problem, sizeof problem, "%s %s, %s", op == OP_APPEND ? "append" : "gather", wb_dtype_name(s->dtype), label);
     snprintf(size, sizeof size, "%d seqs H%d d%d block %d", s->n_seqs, s->H, s->d, s->bs);
-    for (int v = 0; v <= BASELINE; ++v) {
+    for (int v = 0; v <= EXERCISE; ++v) {
         if (opt->variant >= 0 && opt->variant != v) continue;
         job j = {s, op, v};
         wb_row row = {.problem = problem, .size = size, .variant = variant_name(v), .unit = "GB/s",
                       .roof = dev->copy_gbps, .is_peer = v == BASELINE,
-                      .what = v == BASELINE ? "baseline: v2 on a contiguous max-length cache" : kv_variants[v].what};
+                      .what = v == BASELINE ? "baseline: v2 on a contiguous max-length cache" : variant_at(v)->what};
         wb_check_and_time(dev, opt, launch_job, check_job, &j, &row);
         row.throughput = wb_gbps(job_bytes(&j), row.time.median_ms);
         wb_report_add(rep, &row);
@@ -389,7 +398,7 @@ static int check_scenario(const wb_common_opts *opt, scenario *s, op_kind op, in
     printf("%-6s %-4s B%-3d H%-2d d%-3d block %-3d max_len %-5d%s", op == OP_APPEND ? "append" : "gather",
            wb_dtype_name(s->dtype), s->n_seqs, s->H, s->d, s->bs, s->max_len, s->n_copies ? " (copy-on-write)" : "");
     int failed = 0;
-    for (int v = 0; v <= BASELINE; ++v) {
+    for (int v = 0; v <= EXERCISE; ++v) {
         if (opt->variant >= 0 && opt->variant != v) continue;
         job j = {s, op, v};
         int r = wb_check_variant(variant_name(v), check_job, &j, 2);
@@ -543,5 +552,5 @@ int main(int argc, char **argv)
         ok = wb_report_finish(&rep, opt.csv);
     }
     wb_device_close(&dev);
-    return ok ? 0 : 1;
+    return wb_exit_status(ok);
 }

@@ -435,5 +435,6 @@ const decode_variant decode_variants[] = {
     {"v5", "v4 + a lean inner loop: no division, no copies", launch_paged_lean},
     {"v6", "v5 + tiles shared by a row's blocks, no empty blocks", launch_paged_shared_tiles},
     {"v7", "v6 with the dot products on tensor cores (mma.sync)", launch_paged_tensor_cores, 1},
+    {"ex", "your kernel (exercise.cu)", decode_exercise},
 };
 const int decode_variant_count = sizeof decode_variants / sizeof decode_variants[0];

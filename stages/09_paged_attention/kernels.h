@@ -67,7 +67,10 @@ typedef struct {
     int fp16_weights;         /**< 1: the softmax weights P are rounded to fp16 for P·V (tensor cores, v7) */
 } decode_variant;
 
-/** @brief The variants in teaching order. */
+/** @brief The exercise slot (exercise.cu), the variant `ex`: your decode attention, a warp per row, fp16. */
+const char *decode_exercise(const decode_problem *p);
+
+/** @brief The variants in teaching order, then the exercise slot. */
 extern const decode_variant decode_variants[];
 /** @brief How many. */
 extern const int decode_variant_count;

@@ -22,7 +22,7 @@
 #include "report.h"
 #include "rng.h"
 
-static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", NULL};
+static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */
 static const char *const variant_help[] = {
     "gather to contiguous (stage 08), then attention (d 64 or 128, sm_75)",
@@ -31,7 +31,8 @@ static const char *const variant_help[] = {
     "v3 + one block per KV head's query group (grouped-query; sm_75)",
     "v4 + a lean inner loop: no division, no copies (sm_75)",
     "v5 + tiles shared by a row's blocks, no empty blocks (sm_75)",
-    "v6 with the dot products on tensor cores, mma.sync (fp16, sm_75)"};
+    "v6 with the dot products on tensor cores, mma.sync (fp16, sm_75)",
+    "your kernel: a warp per (sequence, head) through the pages, in exercise.cu (fp16, sm_75)"};
 static const char *const l2_choices[] = {"rotate", "flush", NULL};
 
 /** O is fp16: the GPU and the reference each round once to fp16 (at most one ulp apart: 2^-10 relative). */
@@ -422,5 +423,5 @@ int main(int argc, char **argv)
         ok = wb_report_finish(&rep, opt.csv);
     }
     wb_device_close(&dev);
-    return ok ? 0 : 1;
+    return wb_exit_status(ok);
 }

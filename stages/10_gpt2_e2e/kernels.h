@@ -119,6 +119,9 @@ typedef struct {
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
 
+/** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */
+const char *gpt2_decode_linear_exercise(wb_dtype dtype, const decode_linear_args *a);
+
 /**
  * @brief Cap the shared memory per block the fused decode linear plans with
  *        (0: the GPU's own limit). Rows that do not fit go in groups, one

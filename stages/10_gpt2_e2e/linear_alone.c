@@ -18,6 +18,7 @@
 #include "layernorm.h"
 #include "measure.h"
 #include "rng.h"
+#include "stage10.h" /* EXERCISE_VARIANT */
 
 /** One problem: y = GELU([LayerNorm](x)·W + b), M rows, K inputs, N outputs, for one of the two kernels. */
 typedef struct {
@@ -25,7 +26,7 @@ typedef struct {
     int M;              /**< rows */
     int N;              /**< outputs per row */
     int K;              /**< inputs per row */
-    int fused;          /**< 0: v1's small-M linear (W as [K][N]); 1: v2's decode linear (W as [N][K]) */
+    int fused;          /**< 0: v1's small-M linear (W as [K][N]); 1: v2's decode linear (W as [N][K]); 2: the exercise slot's (the same) */
     int with_ln;        /**< v2 only: LayerNorm of x first (its prologue) */
     float *ref;         /**< host: the reference (fp32; rounded to fp16 for fp16 storage) */
     float *got;         /**< host: the GPU's result as fp32 */
@@ -113,7 +114,7 @@ static const char *run(void *ctx)
     decode_linear_args a = {.epilogue = DECODE_GELU, .x = p->dx, .ln_w = p->with_ln ? p->dgain : NULL,
                             .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
                             .M = p->M, .N = p->N, .K = p->K};
-    return gpt2_decode_linear(p->dtype, &a);
+    return p->fused == 2 ? gpt2_decode_linear_exercise(p->dtype, &a) : gpt2_decode_linear(p->dtype, &a);
 }
 
 /** One checked run: y poisoned, run, compared with the reference. */
@@ -134,8 +135,9 @@ static const char *run_and_check(void *ctx, wb_compare_result *res)
     return NULL;
 }
 
-/** The two decode linears, as stage 10's variants number them: v1's small-M linear, v2's fused decode linear. */
-static const char *const ids[] = {"v1", "v2"};
+/** The decode linears, as stage 10's variants number them: v1's small-M linear, v2's fused decode linear, and the
+ *  exercise slot's (index 2 here, EXERCISE_VARIANT on the command line). */
+static const char *const ids[] = {"v1", "v2", "ex"};
 
 /**
  * One case of the check, twice (a second run must work too), with the fused
@@ -145,7 +147,7 @@ static const char *const ids[] = {"v1", "v2"};
 static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, size_t smem_cap, uint64_t seed)
 {
     linear_alone p;
-    problem_init(&p, dtype, M, N, K, v == 1, ln, seed);
+    problem_init(&p, dtype, M, N, K, v, ln, seed);
     char what[96];
     snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s%s", wb_dtype_name(dtype), M, K, N,
              ln ? ", LayerNorm first" : "", smem_cap ? ", 64 KB a block" : "");
@@ -155,6 +157,7 @@ static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, size_t
     gpt2_decode_linear_smem_cap(0);
     printf("\n");
     problem_free(&p);
+    if (v == 2 && ok < 0) return -1; /* the exercise slot refused (not written yet, or fp16): not a check */
     return ok != 1;
 }
 
@@ -178,6 +181,14 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
             if (v == 1 && !f) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block: in groups */
                 failed += check_case(v, dtype, 8, 771, 3080, 1, 64 * 1024, 1100), ++*checks;
         }
+    /* the exercise slot (exercise.cu): v2's shapes and rows, LayerNorm first, fp32 */
+    if ((variant < 0 || variant == EXERCISE_VARIANT) && chosen(dtype_choice, WB_F32))
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r) {
+                int f = check_case(2, WB_F32, rows[r], shapes[s][1], shapes[s][0], 1, 0, 1000 + 10 * s + r);
+                if (f < 0) return failed; /* not written yet: said once */
+                failed += f, ++*checks;
+            }
     return failed;
 }
 
@@ -188,7 +199,8 @@ void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, int dt
         const char *layer;
     } shapes[] = {{768, 2304, "QKV"}, {3072, 768, "fc-proj"}, {768, 50257, "LM head"}};
     static const char *const what[] = {"small-M linear: a thread per column, split K, 2 passes",
-                                       "v2's decode linear: a warp per 2 outputs, W transposed"};
+                                       "v2's decode linear: a warp per 2 outputs, W transposed",
+                                       "your kernel (exercise.cu)"};
     char problem[96], size[64];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
         for (int f = 0; f < 2; ++f) {
@@ -196,10 +208,10 @@ void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, int dt
             if (!chosen(dtype_choice, dtype)) continue;
             snprintf(problem, sizeof problem, "decode linear alone (%s), M 1, %s", shapes[s].layer, wb_dtype_name(dtype));
             snprintf(size, sizeof size, "K%d x N%d", shapes[s].K, shapes[s].N);
-            for (int v = 0; v < 2; ++v) {
-                if (opt->variant >= 0 && opt->variant != v) continue;
+            for (int v = 0; v < 3; ++v) {
+                if (opt->variant >= 0 && opt->variant != (v == 2 ? EXERCISE_VARIANT : v)) continue;
                 linear_alone p;
-                problem_init(&p, dtype, 1, shapes[s].N, shapes[s].K, v == 1, 0, 77 + s);
+                problem_init(&p, dtype, 1, shapes[s].N, shapes[s].K, v, 0, 77 + s);
                 wb_row row = {.problem = problem, .size = size, .variant = ids[v], .what = what[v], .unit = "GB/s",
                               .roof = dev->copy_gbps};
                 wb_check_and_time(dev, opt, run, run_and_check, &p, &row);

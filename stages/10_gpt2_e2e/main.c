@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "gpt2.h"
 #include "linear_alone.h"
+#include "measure.h" /* wb_exit_status */
 #include "model.h"
 #include "report.h"
 #include "stage10.h"
@@ -25,14 +26,15 @@
 #include "tokenizer.h"
 
 /** The variants (stage10.h). */
-const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", NULL};
+const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "ex", NULL};
 const char *const variant_what[] = {"layer by layer: stages 03-09's kernels",
                                     "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
                                     "v2's step as one persistent kernel (grid barriers)",
                                     "v3 + the weights by the copy engine into a ring in smem",
                                     "v4 + the LM head through the ring, weights evict-first in L2",
                                     "v5 + attention and proj in one phase at batch 1",
-                                    "v6 + no grid barriers: the rows tagged with the step"};
+                                    "v6 + no grid barriers: the rows tagged with the step",
+                                    "your decode linear (exercise.cu)"};
 /** One line each for --help: the idea, the hardware, the problems it takes. */
 static const char *const variant_help[] = {
     "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75)",
@@ -41,7 +43,8 @@ static const char *const variant_help[] = {
     "v3 + the weights brought by the copy engine into a ring in shared memory (sm_90)",
     "v4 + the LM head through the ring, the weights evict-first in L2; fp16 tensor cores at 4-8 sequences (sm_90)",
     "v5 + attention and proj in one phase at batch 1 (fp16, sm_90; other steps run v5's kernel)",
-    "v6 + no grid barriers: each output tagged with the step, each phase polls its rows (fp16, sm_90)"};
+    "v6 + no grid barriers: each output tagged with the step, each phase polls its rows (fp16, sm_90)",
+    "your kernel: the decode linear with its LayerNorm, in exercise.cu; --check and --bench only (fp32, sm_75)"};
 static const char *const dtype_choices[] = {"all", "fp32", "fp16", NULL};
 
 int chosen_cases(int variant, int dtype_choice, run_case *cases)
@@ -469,6 +472,8 @@ int main(int argc, char **argv)
     if (prompt && (!vocab || !merges))
         wb_usage_error_exit(&prog, "--prompt needs --vocab and --merges (or give --prompt-ids)");
     if (prompt && prompt_ids) wb_usage_error_exit(&prog, "give --prompt or --prompt-ids, not both");
+    if (opt.variant == EXERCISE_VARIANT && !opt.check && !bench_flag)
+        wb_usage_error_exit(&prog, "--variant ex is your decode linear alone: run it with --check or --bench");
     if (prompt) {
         if (!*prompt) wb_usage_error_exit(&prog, "--prompt is empty (give at least one character)");
         long bad = tok_utf8_error(prompt, strlen(prompt));
@@ -584,5 +589,5 @@ int main(int argc, char **argv)
     tok_free(tok);
     free(ids);
     wb_device_close(&dev);
-    return ok ? 0 : 1;
+    return wb_exit_status(ok);
 }

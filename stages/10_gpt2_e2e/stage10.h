@@ -11,9 +11,10 @@
 #include "dtype.h"
 #include "model.h"
 
-/** @brief The decode variants (engine_init's variant is the index + 1). */
-enum { N_VARIANTS = 7 };
-/** @brief Their ids, "v1" … "v7", then NULL. */
+/** @brief The decode variants (engine_init's variant is the index + 1), then the exercise slot's index: `--variant ex`
+ *         is the decode linear alone of exercise.cu (its rows are among the linear checks and the bench's). */
+enum { N_VARIANTS = 7, EXERCISE_VARIANT = N_VARIANTS };
+/** @brief Their ids, "v1" … "v7", "ex", then NULL. */
 extern const char *const variant_ids[];
 /** @brief One line each for the tables: what it adds. */
 extern const char *const variant_what[];
