@@ -23,6 +23,11 @@ static double pct_of_roof(const wb_row *row)
                                                                               : NAN;
 }
 
+static double times_peer(const wb_row *row)
+{
+    return row->status == WB_ROW_RAN && row->peer > 0 && isfinite(row->peer) ? row->throughput / row->peer : NAN;
+}
+
 /** The table a row belongs to: its problem and its size. */
 static void table_key(char *key, size_t cap, const wb_row *row)
 {
@@ -52,10 +57,10 @@ void wb_report_add(wb_report *r, const wb_row *row)
         snprintf(r->speedup_base, sizeof r->speedup_base, "%s", key);
         r->v1_ms = 0;
         fprintf(r->out, "\n%s, %s\n", row->problem, row->size ? row->size : "-");
-        fprintf(r->out, "%-9s | %-48s | %13s | %9s | %9s | %7s | %-22s | %s\n", "variant", "what it does",
-                "time (median)", row->unit, "% of roof", "vs v1", "max error (of tol)", "ok");
+        fprintf(r->out, "%-9s | %-48s | %13s | %9s | %9s | %7s | %7s | %-22s | %s\n", "variant", "what it does",
+                "time (median)", row->unit, "% of roof", "x peer", "vs v1", "max error (of tol)", "ok");
         fprintf(r->out, "----------+--------------------------------------------------+---------------+-----------+"
-                        "-----------+---------+------------------------+-----\n");
+                        "-----------+---------+---------+------------------------+-----\n");
     }
     if (row->status == WB_ROW_RAN && strcmp(row->variant, "v1") == 0) r->v1_ms = row->time.median_ms;
     wb_row *kept = &r->rows[r->n_rows];
@@ -73,7 +78,7 @@ void wb_report_add(wb_report *r, const wb_row *row)
         fprintf(r->out, "%-9s | %-48.48s | %s\n", name, row->what, row->note ? row->note : "");
         return;
     }
-    char err[40] = "-", err_val[16], err_frac[16], time[24], tput[16], pct[16], vs_v1[16];
+    char err[40] = "-", err_val[16], err_frac[16], time[24], tput[16], pct[16], x_peer[16], vs_v1[16];
     cell(err_val, sizeof err_val, "%.2g", row->max_err);
     cell(err_frac, sizeof err_frac, "%.2f", row->err_over_tol);
     if (isfinite(row->max_err) || isfinite(row->err_over_tol))
@@ -81,9 +86,10 @@ void wb_report_add(wb_report *r, const wb_row *row)
     cell(time, sizeof time, "%10.4f ms", row->time.median_ms);
     cell(tput, sizeof tput, "%9.1f", row->throughput);
     cell(pct, sizeof pct, "%8.1f%%", pct_of_roof(row));
+    cell(x_peer, sizeof x_peer, "%6.2fx", times_peer(row));
     cell(vs_v1, sizeof vs_v1, "%6.2fx", speedup_of(r, row));
-    fprintf(r->out, "%-9s | %-48.48s | %13s | %9s | %9s | %7s | %-22s | %s\n", name, row->what, time, tput, pct,
-            vs_v1, err, row->ok ? "ok" : "FAIL");
+    fprintf(r->out, "%-9s | %-48.48s | %13s | %9s | %9s | %7s | %7s | %-22s | %s\n", name, row->what, time, tput, pct,
+            x_peer, vs_v1, err, row->ok ? "ok" : "FAIL");
 }
 
 /* CSV fields are ours (no commas or quotes) except the GPU name and free text: quote those. */
@@ -122,7 +128,7 @@ int wb_report_write_csv(const wb_report *r, const char *path)
         return -1;
     }
     fprintf(f, "gpu,stage,problem,size,variant,name,peer,time_ms,time_ms_min,time_ms_max,"
-               "throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok\n");
+               "throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok,x_peer,bytes,flops\n");
     double v1_ms = 0;
     char table[sizeof r->speedup_base] = "", key[sizeof r->speedup_base];
     for (int i = 0; i < r->n_rows; ++i) {
@@ -149,7 +155,11 @@ int wb_report_write_csv(const wb_report *r, const char *path)
         csv_number(f, "%.4f", v1_ms > 0 ? v1_ms / row->time.median_ms : NAN);
         csv_number(f, "%.3g", row->max_err);
         csv_number(f, "%.4f", row->err_over_tol);
-        fprintf(f, ",%d\n", row->ok);
+        fprintf(f, ",%d", row->ok);
+        csv_number(f, "%.4f", times_peer(row));
+        csv_number(f, "%.6g", row->bytes > 0 ? row->bytes : NAN);
+        csv_number(f, "%.6g", row->flops > 0 ? row->flops : NAN);
+        fputc('\n', f);
     }
     if (fclose(f) != 0) {
         perror(path);

@@ -9,7 +9,16 @@
  * `nan`, and is left empty in the CSV. One CSV schema serves all stages:
  *
  *     gpu,stage,problem,size,variant,name,peer,time_ms,time_ms_min,time_ms_max,
- *     throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok
+ *     throughput,unit,roof,pct_roof,speedup_vs_v1,max_err,err_over_tol,ok,
+ *     x_peer,bytes,flops
+ *
+ * Two ratios, never mixed: `pct_roof` is the throughput as a percentage of a
+ * physical roof (the copy bandwidth measured at start, a decode step's bytes at
+ * that bandwidth), and `x_peer` the throughput over the library peer's, measured
+ * in the same run ("× peer": stages 03, 04, 06 and stage 10's prefill). `bytes`
+ * and `flops` are the work the variant must do by the stage's model (the bytes
+ * it must move, read plus written, and the arithmetic): the two coordinates of
+ * its point on a roofline chart.
  */
 #ifndef WB_REPORT_H
 #define WB_REPORT_H
@@ -41,7 +50,10 @@ typedef struct {
     wb_timing time;       /**< median, min, max */
     double throughput;    /**< in `unit` */
     const char *unit;     /**< "GB/s" or "TFLOP/s" */
-    double roof;          /**< the roof in `unit` (copy bandwidth, or the peer) */
+    double roof;          /**< a physical roof in `unit` (the copy bandwidth; 0: none) */
+    double peer;          /**< the library peer's throughput in `unit`, this run (0: none): the "× peer" column */
+    double bytes;         /**< bytes the variant must move, read + written, by the stage's model (0: not counted) */
+    double flops;         /**< floating-point operations it must do (0: none, a copy) */
     double max_err;       /**< worst |got - ref| */
     double err_over_tol;  /**< worst error as a fraction of its tolerance */
     int ok;               /**< both checks (before and after timing) passed */

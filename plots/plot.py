@@ -45,11 +45,11 @@ STAGES = [
 # What "roof" means in a stage's tables, where it is neither the copy bandwidth
 # nor an in-table library peer.
 ROOF_NOTES = {
-    "06": "roof = the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's softmax), "
+    "06": "× peer = over the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's softmax), "
           "measured in the same run; for comparison, PyTorch 2.11 SDPA (FlashAttention-2 backend) measured on the "
           "same H100 at B4 H12 N4096 fp16: 290 / 339 TFLOP/s non-causal d64 / d128, 243 / 279 causal",
-    "10": "prefill: roof = Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, B8 x T1024 "
-          "138k tok/s fp32 and 492k fp16; decode and serving: roof = the tokens per second if a step took only the "
+    "10": "prefill: × peer = over Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, B8 x T1024 "
+          "138k tok/s fp32 and 492k fp16 (an H100 row only); decode and serving: roof = the tokens per second if a step took only the "
           "time to read what it must, every weight once (495 MB fp32, 247 MB fp16) and each sequence's K and V at "
           "its mean context, at the copy bandwidth measured in the run (HF's batch-1 fp32 decode on the H100: "
           "112 tok/s)",
@@ -79,8 +79,9 @@ def read_csv(path):
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     for r in rows:
-        for k in ("time_ms", "throughput", "roof", "pct_roof", "speedup_vs_v1", "max_err"):
-            r[k] = float(r[k]) if r[k] not in ("", "-") else float("nan")  # empty: no value
+        for k in ("time_ms", "throughput", "roof", "pct_roof", "speedup_vs_v1", "max_err", "x_peer", "bytes", "flops"):
+            v = r.get(k)
+            r[k] = float(v) if v not in (None, "", "-") else float("nan")  # empty: no value
         r["peer"] = r["peer"] == "1"
         r["ok"] = r["ok"] == "1"
     return rows
@@ -133,9 +134,19 @@ def draw(results_dir, out_dir):
         for ax, ((problem, size), rs) in zip(axes[:, 0], groups.items()):
             labels = [f"{r['variant']}: {r['name']}" for r in rs]
             has_roof = all(finite(r["pct_roof"]) for r in rs)
+            has_peer = not has_roof and all(finite(r["x_peer"]) for r in rs)
             colors = ["#999999" if r["peer"] else "#2a6ebb" for r in rs]
             y = range(len(rs))
-            if has_roof:  # bars in % of the roof, the roof a dashed line at 100
+            if has_peer:  # bars in × the library peer, the peer a dashed line at 1 (log scale: 0.01× to 30×)
+                bars = ax.barh(list(y), [r["x_peer"] for r in rs], color=colors)
+                for bar, r in zip(bars, rs):
+                    ax.text(bar.get_width() * 1.05, bar.get_y() + bar.get_height() / 2,
+                            f"{r['throughput']:.1f} {r['unit']} ({r['x_peer']:.2f}×)", va="center", fontsize=8)
+                ax.axvline(1.0, color="#c0392b", linestyle="--", linewidth=1)
+                ax.set_xscale("log")
+                ax.set_xlim(min(0.5, 0.5 * min(r["x_peer"] for r in rs)), 4 * max(1.0, max(r["x_peer"] for r in rs)))
+                ax.set_xlabel("× the library peer, same run (log scale; dashed line: the peer)", fontsize=8)
+            elif has_roof:  # bars in % of the roof, the roof a dashed line at 100
                 bars = ax.barh(list(y), [r["pct_roof"] for r in rs], color=colors)
                 for bar, r in zip(bars, rs):
                     ax.text(bar.get_width() + 1, bar.get_y() + bar.get_height() / 2,
@@ -157,15 +168,15 @@ def draw(results_dir, out_dir):
             ax.set_title(textwrap.fill(f"{problem}, {size}", 110), fontsize=9, loc="left")
         roof = rows[0]["roof"]
         if stage == "10":
-            what = "roof: prefill HF transformers (eager); decode the bytes a step must read at the copy bandwidth"
+            what = "decode: % of the bytes a step must read at the copy bandwidth; prefill: × HF transformers"
         elif rows[0]["unit"] == "GB/s":
             what = f"roof {roof:.0f} {rows[0]['unit']}"
         elif stage == "06":
-            what = "roof = the unfused cuBLAS + softmax peer, same run"
+            what = "× the unfused cuBLAS + softmax peer, same run"
         elif stage == "04":
-            what = "roof = cuBLASLt with its GELU_BIAS epilogue"
+            what = "× cuBLASLt with its GELU_BIAS epilogue, same run"
         else:
-            what = "roof = the cuBLAS peer"
+            what = "× the cuBLAS peer, same run"
         fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — {what}", fontsize=10)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (sum(heights) + 0.6)))
         target = os.path.join(out_dir, image_name(stage, gpu_slug))
@@ -336,15 +347,20 @@ def stage_table(rows):
     elif rows[0]["stage"][-2:] in ROOF_NOTES:
         roof = ROOF_NOTES[rows[0]["stage"][-2:]]
     else:
-        roof = "roof = the library peer of each table, measured in the same run"
+        roof = "× peer = the throughput over the library peer's in each table, measured in the same run"
+    by_peer = rows[0]["unit"] != "GB/s"  # compute-bound: the ratio to the library peer, "× peer"
     def cells(r):
         vs_v1 = f"{r['speedup_vs_v1']:.2f}×" if r["speedup_vs_v1"] > 0 else "–"
         tp = f"{r['throughput']:.0f}" if r["throughput"] >= 100 else f"{r['throughput']:.1f}"
-        pct = f"{r['pct_roof']:.1f}%" if finite(r["pct_roof"]) else "–"
-        return [variant_label(r), r["name"], fmt_ms(r["time_ms"]), tp, pct, vs_v1]
+        if by_peer:
+            ratio = f"{r['x_peer']:.2f}×" if finite(r["x_peer"]) else "–"
+        else:
+            ratio = f"{r['pct_roof']:.1f}%" if finite(r["pct_roof"]) else "–"
+        return [variant_label(r), r["name"], fmt_ms(r["time_ms"]), tp, ratio, vs_v1]
 
     out = [f"Measured on {gpu}; {roof}. Median of the timed runs.", ""]
-    out += markdown_tables(rows, lambda rs: ["variant", "what it does", "time", rs[0]["unit"], "% of roof", "vs v1"],
+    out += markdown_tables(rows, lambda rs: ["variant", "what it does", "time", rs[0]["unit"],
+                                             "× peer" if by_peer else "% of roof", "vs v1"],
                            "|---|---|---:|---:|---:|---:|", cells)
     return "\n".join(out).rstrip()
 
@@ -402,7 +418,8 @@ def stage10_table(rows):
     if prefill:
         out += ["**Prefill, B8 × T1024** (v1's kernels in every variant)", "",
                 "| precision | time | tok/s | × HF transformers |", "|---|---:|---:|---:|"]
-        out += [f"| {precision(r)} | {fmt_ms(r['time_ms'])} | {r['throughput']:.0f} | {r['pct_roof'] / 100:.2f}× |"
+        out += [f"| {precision(r)} | {fmt_ms(r['time_ms'])} | {r['throughput']:.0f} | "
+                + (f"{r['x_peer']:.2f}× |" if finite(r["x_peer"]) else "– (not measured on this GPU) |")
                 for r in prefill]
         out.append("")
     batches = sorted({int(re.match(r"serving, batch (\d+)", r["problem"]).group(1)) for r in rows
@@ -575,21 +592,24 @@ def best_summary(rows):
         how = "steps queued on the GPU" if "queued" in best["problem"] else best["problem"].split(", ")[2]
         return (f"{best['variant']}: {best['pct_roof']:.0f}% of the decode roof ({best['throughput']:.0f} tok/s, "
                 f"batch-1 greedy decode, fp16, {how})")
-    of = "of roof" if rows[0]["unit"] == "GB/s" else "of the peer"
+    by_peer = rows[0]["unit"] != "GB/s"
+    key = "x_peer" if by_peer else "pct_roof"
+    def ratio(r):
+        return f"{r['x_peer']:.2f}× the peer" if by_peer else f"{r['pct_roof']:.0f}% of roof"
     parts = []
     for i, ((problem, _), rs) in enumerate(group_by_problem(rows).items()):
         if i >= SUMMARY_PROBLEMS.get(stage, 1):
             continue
-        ours = max((r for r in rs if not r["peer"]), key=lambda r: r["pct_roof"] if finite(r["pct_roof"]) else -1)
-        text = f"{ours['variant']}: {ours['pct_roof']:.0f}% {of} ({ours['throughput']:.0f} {ours['unit']}, {problem})"
-        if stage == "06" and problem == "fp16 d64 non-causal" and ours["pct_roof"] > 100:
-            text = (f"{ours['variant']}: {ours['pct_roof'] / 100:.1f}× the unfused cuBLAS peer ({ours['throughput']:.0f} "
+        ours = max((r for r in rs if not r["peer"]), key=lambda r: r[key] if finite(r[key]) else -1)
+        text = f"{ours['variant']}: {ratio(ours)} ({ours['throughput']:.0f} {ours['unit']}, {problem})"
+        if stage == "06" and problem == "fp16 d64 non-causal" and ours["x_peer"] > 1:
+            text = (f"{ours['variant']}: {ours['x_peer']:.1f}× the unfused cuBLAS peer ({ours['throughput']:.0f} "
                     f"{ours['unit']}, {problem}; {100 * ours['throughput'] / PYTORCH_SDPA_D64_TFLOPS:.0f}% of "
                     f"PyTorch's FlashAttention-2, measured apart)")
             parts.append(text)
             continue
         peers = [r for r in rs if r["peer"]]
-        if peers and i == 0 and SUMMARY_PROBLEMS.get(stage, 1) == 1:
+        if peers and i == 0 and SUMMARY_PROBLEMS.get(stage, 1) == 1 and not by_peer:
             text += f"; {peers[0]['variant']}: {peers[0]['pct_roof']:.0f}%"
         parts.append(text)
     return "; ".join(parts)

@@ -220,7 +220,9 @@ static void test_csv(void)
     row.variant = "v2";
     row.time.median_ms = 1.0;
     row.throughput = 200.0;
+    row.peer = 100.0, row.bytes = 8e6, row.flops = 1e6; /* x peer 2; the roofline's coordinates */
     wb_report_add(&rep, &row);
+    row.peer = 0, row.bytes = 0, row.flops = 0;
     row.variant = "v3";
     row.status = WB_ROW_SKIPPED;
     row.note = "skipped: needs sm_80";
@@ -247,6 +249,8 @@ static void test_csv(void)
     EXPECT(lines == 3); /* header + the two rows that ran */
     EXPECT(strstr(second, "\"Test \"\"GPU\"\", 1\",stage99,\"c = a + b\",n=10,v1,\"one, per thread\",0,2.000000") == second);
     EXPECT(strstr(third, ",100.00,2.0000,") != NULL); /* 100% of roof, 2x vs v1 */
+    EXPECT(strstr(third, ",1,2.0000,8e+06,1e+06\n") != NULL); /* ok, x peer, bytes, flops */
+    EXPECT(strstr(second, ",1,,,\n") != NULL);                 /* no peer, no work counted: empty fields */
     rep.rows[1].ok = 0;
     EXPECT(!wb_report_all_ok(&rep));
 }
@@ -317,9 +321,9 @@ static void test_report(void)
     remove(path);
     EXPECT(strstr(text, "nan") == NULL);
     /* v2 at the second size: no roof, no % of roof, no speedup, no error: empty fields */
-    EXPECT(strstr(text, "32768x1024,v2,\"naive\",0,2.000000,0.000000,0.000000,100.0000,GB/s,,,,,,1\n") != NULL);
+    EXPECT(strstr(text, "32768x1024,v2,\"naive\",0,2.000000,0.000000,0.000000,100.0000,GB/s,,,,,,1,,,\n") != NULL);
     /* v2 at the first size: 2x its own v1 */
-    EXPECT(strstr(text, "8192x8192,v2,\"naive\",0,2.000000,0.000000,0.000000,100.0000,GB/s,,,2.0000,0,0.0000,1\n") != NULL);
+    EXPECT(strstr(text, "8192x8192,v2,\"naive\",0,2.000000,0.000000,0.000000,100.0000,GB/s,,,2.0000,0,0.0000,1,,,\n") != NULL);
 }
 
 int main(int argc, char **argv)

@@ -190,7 +190,7 @@ static int bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, 
             rows[n++] = row;
         }
         for (int i = 0; i < n; ++i) { /* the roof of a compute-bound stage is the peer, measured in this run */
-            rows[i].roof = peer;
+            rows[i].peer = peer;
             wb_report_add(&rep, &rows[i]);
         }
         problem_free(&p);

@@ -222,7 +222,7 @@ static int bench(const wb_device *dev, const wb_common_opts *opt, const int (*sh
                 rows[n++] = row;
             }
             for (int i = 0; i < n; ++i) { /* the roof: cuBLASLt with its fused epilogue, measured in this run */
-                rows[i].roof = peer;
+                rows[i].peer = peer;
                 wb_report_add(&rep, &rows[i]);
             }
             if (t == 0 && n >= 3 && strcmp(ran[0]->id, "v1") == 0 && strcmp(ran[2]->id, "v3") == 0 && ms[0] > 0 &&

@@ -248,7 +248,7 @@ static void bench_problem(const wb_device *dev, const wb_common_opts *opt, probl
         rows[n++] = row;
     }
     for (int i = 0; i < n; ++i) {
-        rows[i].roof = peer;
+        rows[i].peer = peer;
         wb_report_add(rep, &rows[i]);
     }
     if (is_issue_shape && p->a.dtype == WB_F16 && strstr(dev->name, "H100"))

@@ -21,10 +21,13 @@
 /** Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, tokens/s: batch-1 greedy decode, fp32
  *  (a note under the table: the decode rows' roof is the bytes a step must read, at the copy bandwidth). */
 #define PEER_DECODE_B1_FP32 112.0
-/** @brief The peer's prefill, B8 x T1024, fp32, tokens/s. */
+/** @brief The peer's prefill, B8 x T1024, fp32, tokens/s (transformers on an H100: the "× peer" of a prefill row
+ *         run on an H100 only; on another GPU the row has no peer until it is measured there). */
 #define PEER_PREFILL_FP32 138000.0
 /** @brief The same in fp16. */
 #define PEER_PREFILL_FP16 492000.0
+/** @brief The GPU the peer's figures were measured on. */
+#define PEER_GPU "H100"
 
 /** Median of a few repetitions of fn, ms. */
 static double time_prefill(gpt2_engine *e, int B, int T, const int *tokens, int reps)
@@ -108,15 +111,16 @@ static double time_decode(gpt2_engine *e, int B, int prompt, int steps, const in
     return why ? NAN : wb_median(t, runs);
 }
 
-/** One row of the bench table: `tokens` a step (or a prefill) in `ms`, against `limit` tokens per second. The
- *  problem's name ends with the precision (the tables and plots group by it). */
+/** One row of the bench table: `tokens` a step (or a prefill) in `ms`, against `limit` tokens per second (a decode
+ *  step's bytes at the copy roof; 0: none) or the peer's `peer` (0: none). The problem's name ends with the
+ *  precision (the tables and plots group by it). */
 static void add_row(wb_report *rep, const char *problem, wb_dtype dtype, const char *size, int v, double ms,
-                    double tokens, double limit)
+                    double tokens, double limit, double peer)
 {
     char name[128];
     snprintf(name, sizeof name, "%s, %s", problem, wb_dtype_name(dtype));
     wb_row row = {.problem = name, .size = size, .variant = variant_ids[v], .what = variant_what[v],
-                  .unit = "tok/s", .roof = limit, .ok = 1};
+                  .unit = "tok/s", .roof = limit, .peer = peer, .ok = 1};
     row.status = isnan(ms) ? WB_ROW_REJECTED : WB_ROW_RAN;
     row.note = "failed";
     row.time.median_ms = row.time.min_ms = row.time.max_ms = ms;
@@ -310,26 +314,26 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             if (v == 0) { /* prefill is v1's in every variant */
                 snprintf(size, sizeof size, "B%d x T%d", PB, T);
                 ms = time_prefill(&e, PB, T, tokens, 3);
-                add_row(&rep, "prefill, tokens per second", dtype, size, v, ms, (double)PB * T,
-                        dtype == WB_F16 ? PEER_PREFILL_FP16 : PEER_PREFILL_FP32);
+                double peer = strstr(dev->name, PEER_GPU) ? (dtype == WB_F16 ? PEER_PREFILL_FP16 : PEER_PREFILL_FP32) : 0;
+                add_row(&rep, "prefill, tokens per second", dtype, size, v, ms, (double)PB * T, 0, peer);
             }
             snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
             e.use_graphs = 0;
             ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
-            add_row(&rep, "greedy decode, batch 1, kernel by kernel", dtype, size, v, ms, 1.0, limit1);
+            add_row(&rep, "greedy decode, batch 1, kernel by kernel", dtype, size, v, ms, 1.0, limit1, 0);
             e.use_graphs = 1;
             ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
-            add_row(&rep, "greedy decode, batch 1, CUDA graph", dtype, size, v, ms, 1.0, limit1);
+            add_row(&rep, "greedy decode, batch 1, CUDA graph", dtype, size, v, ms, 1.0, limit1, 0);
             if (v >= 2) { /* the persistent step, its tokens fed back on the GPU */
                 ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 1);
-                add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1);
+                add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1, 0);
             }
             snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
             ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
-            add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8);
+            add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8, 0);
             if (v >= 2) {
                 ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
-                add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB, limit8);
+                add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB, limit8, 0);
             }
             /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
             engine_profile pp = {0}, pd = {0};
@@ -359,7 +363,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                 snprintf(size, sizeof size, "prompts %d..%d, %d steps", lo, hi, SERVE_STEPS);
                 engine_profile ps = {0};
                 ms = time_serving(&e, B, serve_lens, tokens, SERVE_STEPS, &ps);
-                add_row(&rep, problem, dtype, size, v, ms, (double)B, decode_limit(dev, m, dtype, B, kv_tokens));
+                add_row(&rep, problem, dtype, size, v, ms, (double)B, decode_limit(dev, m, dtype, B, kv_tokens), 0);
                 snprintf(problem, sizeof problem, "serving batch %d, %d steps", B, SERVE_PROFILED_STEPS);
                 print_profile(problem, &ps);
             }
