@@ -185,7 +185,81 @@ def draw(results_dir, out_dir):
         print(f"drew {os.path.relpath(target, ROOT)}")
         if stage == "10":
             draw_serving(plt, all_rows, gpu_slug, out_dir)
+        draw_roofline(plt, all_rows, stage, gpu_slug, results_dir, out_dir)
     draw_attention_memory(plt, out_dir)
+
+
+def roofline_name(stage, gpu_slug):
+    return f"stage{stage}_roofline_{gpu_slug}.png"
+
+
+# How many of a stage's problems its roofline chart shows (its first ones, the page's main tables).
+ROOFLINE_PROBLEMS = 4
+
+
+def gpu_ceilings(results_dir, gpu_slug):
+    """The measured ceilings of one GPU from its committed results: the copy roof (GB/s, any memory-bound stage's
+    roof column) and the compute peaks the in-run peers reached (stage 03's cuBLAS SGEMM and HGEMM, TFLOP/s)."""
+    copy, peaks = float("nan"), []
+    for slug_, stage, path in result_sets(results_dir):
+        if slug_ != gpu_slug:
+            continue
+        rows = read_csv(path)
+        if not finite(copy):
+            copy = next((r["roof"] for r in rows if r["unit"] == "GB/s" and finite(r["roof"])), copy)
+        if stage == "03":
+            for vid, label in (("cublas", "FMA peak (cuBLAS SGEMM, measured)"),
+                               ("cublas-h", "tensor-core peak (cuBLAS HGEMM, measured)")):
+                r = next((r for r in rows if r["variant"] == vid), None)
+                if r:
+                    peaks.append((r["throughput"], label))
+    return copy, peaks
+
+
+def draw_roofline(plt, rows, stage, gpu_slug, results_dir, out_dir):
+    """A stage's roofline: each variant a point at (FLOPs per byte it must move, FLOP/s it reached), by the CSV's
+    bytes and flops columns, joined in teaching order per problem; the GPU's measured copy roof and compute peaks
+    as the ceilings. Stages that do no arithmetic (a copy) have none."""
+    pts = [r for r in rows if finite(r["bytes"]) and finite(r["flops"]) and r["flops"] > 0 and r["bytes"] > 0
+           and finite(r["time_ms"]) and r["time_ms"] > 0]
+    if not pts:
+        return
+    copy, peaks = gpu_ceilings(results_dir, gpu_slug)
+    groups = list(group_by_problem(pts).items())[:ROOFLINE_PROBLEMS]
+    fig, ax = plt.subplots(figsize=(10, 6))
+    xs = [r["flops"] / r["bytes"] for _, rs in groups for r in rs]
+    ys = [r["flops"] / (r["time_ms"] * 1e-3) / 1e12 for _, rs in groups for r in rs]
+    ridges = [p / (copy / 1e3) for p, _ in peaks] if finite(copy) else []  # where each peak meets the copy roof
+    lo, hi = min(xs + ridges) / 4, max(xs + ridges) * 4
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    if finite(copy):
+        top = max([p for p, _ in peaks] + [max(ys) * 2])
+        ax.plot(grid, [min(copy * x / 1e3, top) for x in grid], "--", color="#c0392b", linewidth=1,
+                label=f"copy roof {copy:.0f} GB/s (measured)")
+    for (peak, label), style in zip(peaks, (":", "-.")):
+        ax.plot(grid, [min(peak, copy * x / 1e3) if finite(copy) else peak for x in grid], style, color="#555555",
+                linewidth=1, label=f"{label}: {peak:.0f} TFLOP/s")
+    for ((problem, size), rs), color in zip(groups, ("#2a6ebb", "#e67e22", "#27ae60", "#8e44ad")):
+        x = [r["flops"] / r["bytes"] for r in rs]
+        y = [r["flops"] / (r["time_ms"] * 1e-3) / 1e12 for r in rs]
+        ax.plot(x, y, "-", color=color, linewidth=0.8, alpha=0.5)
+        ax.scatter(x, y, color=[("#999999" if r["peer"] else color) for r in rs], s=22, zorder=3,
+                   label=textwrap.shorten(f"{problem}, {size}", 70))
+        for r, xi, yi in zip(rs, x, y):
+            ax.annotate(r["variant"], (xi, yi), textcoords="offset points", xytext=(4, 3), fontsize=7, color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity: FLOPs per byte the variant must move (the stage's model)", fontsize=9)
+    ax.set_ylabel("TFLOP/s reached", fontsize=9)
+    ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"Stage {stage} on {rows[0]['gpu']}: roofline (grey points: library peers)", fontsize=10)
+    fig.tight_layout()
+    target = os.path.join(out_dir, roofline_name(stage, gpu_slug))
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    print(f"drew {os.path.relpath(target, ROOT)}")
 
 
 def draw_serving(plt, rows, gpu_slug, out_dir):
@@ -658,7 +732,7 @@ def gallery():
         out += [f"## Stage {num}: {idea}", "", f"[The stage's page](../stages/{folder}/README.md)", ""]
         for gpu in gpus:
             extra = [f"stage10_serving_{gpu}.png"] if num == "10" else []
-            for image in [image_name(num, gpu)] + extra:
+            for image in [image_name(num, gpu)] + extra + [roofline_name(num, gpu)]:
                 if os.path.exists(os.path.join(IMAGES, image)):
                     out += [f"![Stage {num}, {gpu}](../plots/images/{image})", ""]
     return "\n".join(out).rstrip()

@@ -157,6 +157,7 @@ static int bench(wb_device *dev, const wb_common_opts *opt, long long n)
         wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
         double bytes = 3.0 * (double)n * (double)wb_dtype_bytes(j.v->dtype); /* read a, b; write c */
         row.throughput = wb_gbps(bytes, row.time.median_ms);
+        row.bytes = bytes, row.flops = (double)n; /* one add per element */
         wb_report_add(&rep, &row);
     }
     problem_free(&p);

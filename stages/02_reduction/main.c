@@ -190,6 +190,7 @@ static void bench_problem(const wb_device *dev, const wb_common_opts *opt, probl
         wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
         double bytes = (double)p->n * (double)wb_dtype_bytes(p->dtype); /* read once; one float written */
         row.throughput = wb_gbps(bytes, row.time.median_ms);
+        row.bytes = bytes, row.flops = (double)p->n; /* one add (or max) per element */
         wb_report_add(rep, &row);
     }
 }

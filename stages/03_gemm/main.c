@@ -185,6 +185,8 @@ static int bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, 
             } else {
                 wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
                 row.throughput = wb_tflops(flops, row.time.median_ms);
+                row.flops = flops; /* and each of A, B, C once: the fewest bytes a GEMM moves */
+                row.bytes = ((double)M * K + (double)K * N + (double)M * N) * (double)wb_dtype_bytes(dtypes[t]);
                 if (v->is_peer && row.status == WB_ROW_RAN) peer = row.throughput;
             }
             rows[n++] = row;

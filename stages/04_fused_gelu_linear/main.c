@@ -216,6 +216,8 @@ static int bench(const wb_device *dev, const wb_common_opts *opt, const int (*sh
                 } else {
                     wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
                     row.throughput = wb_tflops(flops, row.time.median_ms);
+                    row.flops = flops; /* and X, W, Y once, the bias once: the fewest bytes the layer moves */
+                    row.bytes = ((double)M * K + (double)K * N + (double)M * N) * (double)wb_dtype_bytes(dt) + 4.0 * N;
                     if (row.status == WB_ROW_RAN) ms[n] = row.time.median_ms;
                     if (v->is_peer && row.status == WB_ROW_RAN && strncmp(v->id, "cublaslt", 8) == 0) peer = row.throughput;
                 }

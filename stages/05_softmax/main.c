@@ -238,6 +238,9 @@ static void bench_problem(const wb_device *dev, const wb_common_opts *opt, probl
                       .unit = "GB/s", .roof = dev->copy_gbps};
         wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
         row.throughput = wb_gbps(min_bytes(p), row.time.median_ms);
+        /* per element: softmax a max, a subtract, an exp, a sum and a multiply (5); LayerNorm a sum, a square and
+         * its sum, a subtract, a multiply and an FMA (6) */
+        row.bytes = min_bytes(p), row.flops = (p->op == OP_SOFTMAX ? 5.0 : 6.0) * p->rows * (double)p->cols;
         wb_report_add(rep, &row);
     }
 }

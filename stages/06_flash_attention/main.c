@@ -243,6 +243,9 @@ static void bench_problem(const wb_device *dev, const wb_common_opts *opt, probl
         } else {
             wb_check_and_time(dev, opt, launch_variant, run_and_check, &j, &row);
             row.throughput = wb_tflops(attention_flops(&p->a), row.time.median_ms);
+            /* and Q, K, V read once, O written once: the fewest bytes attention moves */
+            row.flops = attention_flops(&p->a);
+            row.bytes = 4.0 * p->a.B * p->a.H * (double)p->a.N * p->a.d * (double)wb_dtype_bytes(p->a.dtype);
             if (v->is_peer && row.status == WB_ROW_RAN) peer = row.throughput;
         }
         rows[n++] = row;

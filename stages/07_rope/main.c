@@ -341,6 +341,8 @@ int main(int argc, char **argv)
                                   .what = rope_variants[i].what, .unit = "GB/s", .roof = dev.copy_gbps};
                     wb_check_and_time(&dev, &opt, launch_variant, run_and_check, &j, &row);
                     row.throughput = wb_gbps(min_bytes(&p, &rope_variants[i]), row.time.median_ms);
+                    /* a pair's rotation: 4 multiplies and 2 adds, 3 per element of Q and K (p.n each) */
+                    row.bytes = min_bytes(&p, &rope_variants[i]), row.flops = 2.0 * 3.0 * (double)p.n;
                     wb_report_add(&rep, &row);
                 }
                 problem_free(&p);

@@ -389,6 +389,7 @@ static void bench_scenario(const wb_device *dev, const wb_common_opts *opt, scen
                       .what = v == BASELINE ? "baseline: v2 on a contiguous max-length cache" : variant_at(v)->what};
         wb_check_and_time(dev, opt, launch_job, check_job, &j, &row);
         row.throughput = wb_gbps(job_bytes(&j), row.time.median_ms);
+        row.bytes = job_bytes(&j); /* and no arithmetic: a copy */
         wb_report_add(rep, &row);
     }
 }

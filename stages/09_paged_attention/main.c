@@ -296,6 +296,8 @@ static void bench_step(const wb_device *dev, const wb_common_opts *opt, step *s,
                       .what = decode_variants[i].what, .unit = "GB/s", .roof = dev->copy_gbps};
         wb_check_and_time(&timing_dev, opt, launch_rotating, check_job, &j, &row);
         row.throughput = wb_gbps(s->kv_bytes, row.time.median_ms);
+        /* each context token: q·k and p·v, 2d FLOPs each, for every query head */
+        row.bytes = s->kv_bytes, row.flops = 4.0 * s->a.Hq * (double)s->a.d * (double)s->a.total_len;
         wb_report_add(rep, &row);
     }
 }

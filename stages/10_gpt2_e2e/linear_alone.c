@@ -218,6 +218,7 @@ void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, int dt
                 /* the weights, once; x and y are a few KB */
                 double bytes = ((double)p.K * p.N + p.K + p.N) * (double)wb_dtype_bytes(dtype);
                 row.throughput = wb_gbps(bytes, row.time.median_ms);
+                row.bytes = bytes, row.flops = 2.0 * p.M * (double)p.N * p.K;
                 wb_report_add(rep, &row);
                 problem_free(&p);
             }
