@@ -15,6 +15,7 @@ measurements never drift apart: CI runs `tables --check`.
 """
 import argparse
 import csv
+import glob
 import io
 import os
 import re
@@ -82,8 +83,8 @@ def read_csv(path):
         for k in ("time_ms", "throughput", "roof", "pct_roof", "speedup_vs_v1", "max_err", "x_peer", "bytes", "flops"):
             v = r.get(k)
             r[k] = float(v) if v not in (None, "", "-") else float("nan")  # empty: no value
-        r["peer"] = r["peer"] == "1"
-        r["ok"] = r["ok"] == "1"
+        r["peer"] = r.get("peer") == "1"
+        r["ok"] = r.get("ok") == "1"
     return rows
 
 
@@ -337,7 +338,7 @@ def draw_attention_memory(plt, out_dir):
 def ingest(src_dir):
     n = 0
     for name in sorted(os.listdir(src_dir)):
-        if not re.fullmatch(r"stage\d\d\.csv", name):
+        if not re.fullmatch(r"(ncu_)?stage\d\d\.csv", name):  # a stage's results, or its ncu counters
             continue
         path = os.path.join(src_dir, name)
         rows = read_csv(path)
@@ -721,6 +722,30 @@ def replace_between(text, tag, body, path):
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
 
 
+def ncu_table(num):
+    """A stage's Nsight Compute table (scripts/profile.sh's ncu_stageNN.csv, PREFERRED_GPU's where it has one): the
+    counters behind the page's central claim, one row per kernel of each profiled variant."""
+    paths = sorted(glob.glob(os.path.join(RESULTS, "*", f"ncu_stage{num}.csv")),
+                   key=lambda p: os.path.basename(os.path.dirname(p)) != PREFERRED_GPU)
+    if not paths:
+        return "Not profiled yet: `scripts/profile.sh " + num + "` on a GPU writes the table this place shows."
+    with open(paths[0], newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = [f"Nsight Compute on {rows[0]['gpu']} (`scripts/profile.sh {num}`; docs/method.md says how to read each "
+           "column): DRAM busy and achieved occupancy as % of peak, 32-byte sectors per global load request, "
+           "shared-memory bank conflicts, tensor pipe busy, and the three largest warp stalls (cycles per issued "
+           "instruction).", "",
+           "| variant | kernel | DRAM % | occupancy % | sectors / request | bank conflicts | tensor % | top stalls |",
+           "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        kernel = re.sub(r"<.*", "", r["kernel"]).split("::")[-1]
+        stalls = ", ".join(s for s in (r.get("stall_1"), r.get("stall_2"), r.get("stall_3")) if s)
+        out.append(f"| {r['variant']} | `{kernel}` | {r['dram_pct'] or '–'} | {r['occupancy_pct'] or '–'} | "
+                   f"{r['sectors_per_req'] or '–'} | {r['smem_conflicts'] or '–'} | {r['tensor_pct'] or '–'} | "
+                   f"{stalls or '–'} |")
+    return "\n".join(out)
+
+
 def gallery():
     """The gallery page's list: each stage's images, for every GPU that has its results, in stage order."""
     out = []
@@ -755,6 +780,9 @@ def tables(check):
             rows = results[num][1]
             edits[page] = [(f"results:stage{num}", stage10_table(rows) if num == "10" else stage_table(rows)),
                            (f"t4:stage{num}", stage10_t4_table(rows) if num == "10" else t4_table(rows))]
+            with open(page, encoding="utf-8") as f:  # the profiler's table, where the page has its place
+                if f"<!-- ncu:stage{num} -->" in f.read():
+                    edits[page].append((f"ncu:stage{num}", ncu_table(num)))
     stale = []
     for path, subs in edits.items():
         with open(path, encoding="utf-8") as f:

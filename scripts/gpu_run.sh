@@ -11,6 +11,10 @@
 #   TARGETS="stage03_gemm ..." build only those targets (faster on a fresh machine)
 #   RECORD_T4=1                also record the T4 path's launches (scripts/record_t4_launches.sh)
 #                              into launches_sm75.csv
+#   EXERCISES=1                also grade the exercise slot's sample kernels (scripts/check_exercises.sh)
+#                              into exercises.log
+#   PROFILE="01 03"            also profile those stages' page variants under ncu (scripts/profile.sh),
+#                              their ncu_stageNN.csv packed with the CSVs
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -35,8 +39,17 @@ if [[ "${RECORD_T4:-0}" == 1 ]]; then
   cmake --build "$BUILD" --target wb_launch_recorder >> "$OUT/build.log" 2>&1
   OUT="$OUT" scripts/record_t4_launches.sh "$BUILD" | tail -3
 fi
-if compgen -G "$OUT/stage*.csv" > /dev/null; then
-  tar czf "$OUT/csv.tar.gz" -C "$OUT" $(cd "$OUT" && ls stage*.csv) && rm -f "$OUT"/stage*.csv
+if [[ "${EXERCISES:-0}" == 1 ]]; then
+  OUT="$OUT" scripts/check_exercises.sh native | tail -12
+fi
+for s in ${PROFILE:-}; do
+  BUILD="$BUILD" scripts/profile.sh "$s" >> "$OUT/profile.log" 2>&1 || echo "profile of stage $s failed (see profile.log)"
+  gpu_slug=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g; s/^-//; s/-$//')
+  cp "plots/results/$gpu_slug/ncu_stage$s.csv" "$OUT/" 2>/dev/null
+done
+if compgen -G "$OUT/stage*.csv" > /dev/null || compgen -G "$OUT/ncu_stage*.csv" > /dev/null; then
+  tar czf "$OUT/csv.tar.gz" -C "$OUT" $(cd "$OUT" && ls stage*.csv ncu_stage*.csv 2>/dev/null) &&
+    rm -f "$OUT"/stage*.csv "$OUT"/ncu_stage*.csv
 fi
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | tail -20
 cat "$OUT/bench.log"
