@@ -12,7 +12,7 @@
  * over the partials) is written; it calls yours once per block.
  *
  * **Predict first.** The block sum runs once per block and the loop before it
- * once per element: will your kernel be as fast as v5 (about 98% of the copy roof
+ * once per element: will your kernel be as fast as v5 (96.0% of the copy roof
  * on the H200)? What goes wrong if the barrier between the warps' writes and the
  * first warp's reads is missing, and which tool finds it when the check passes
  * by luck? (`ctest -R stage02_racecheck` runs every variant under racecheck.)
