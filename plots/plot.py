@@ -15,6 +15,7 @@ measurements never drift apart: CI runs `tables --check`.
 """
 import argparse
 import csv
+import functools
 import glob
 import io
 import os
@@ -198,10 +199,11 @@ def roofline_name(stage, gpu_slug):
 ROOFLINE_PROBLEMS = 4
 
 
+@functools.lru_cache(maxsize=None)  # once per GPU: every stage's chart uses them
 def gpu_ceilings(results_dir, gpu_slug):
     """The measured ceilings of one GPU from its committed results: the copy roof (GB/s, any memory-bound stage's
     roof column) and the compute peaks the in-run peers reached (stage 03's cuBLAS SGEMM and HGEMM, TFLOP/s)."""
-    copy, peaks = float("nan"), []
+    copy, peaks = float("nan"), ()
     for slug_, stage, path in result_sets(results_dir):
         if slug_ != gpu_slug:
             continue
@@ -213,8 +215,8 @@ def gpu_ceilings(results_dir, gpu_slug):
                                ("cublas-h", "tensor-core peak (cuBLAS HGEMM, measured)")):
                 r = next((r for r in rows if r["variant"] == vid), None)
                 if r:
-                    peaks.append((r["throughput"], label))
-    return copy, peaks
+                    peaks += ((r["throughput"], label),)
+    return copy, peaks  # a tuple: the cache hands the same value to every caller
 
 
 def draw_roofline(plt, rows, stage, gpu_slug, results_dir, out_dir):

@@ -43,9 +43,10 @@ if [[ "${EXERCISES:-0}" == 1 ]]; then
   OUT="$OUT" scripts/check_exercises.sh native | tail -12
 fi
 for s in ${PROFILE:-}; do
-  BUILD="$BUILD" scripts/profile.sh "$s" >> "$OUT/profile.log" 2>&1 || echo "profile of stage $s failed (see profile.log)"
-  gpu_slug=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g; s/^-//; s/-$//')
-  cp "plots/results/$gpu_slug/ncu_stage$s.csv" "$OUT/" 2>/dev/null
+  log=$(BUILD="$BUILD" scripts/profile.sh "$s" 2>&1) || echo "profile of stage $s failed (see profile.log)"
+  echo "$log" >> "$OUT/profile.log"
+  dest=$(sed -n 's/.* kernels -> //p' <<< "$log" | tail -1) # profile.sh's last line names the CSV it wrote
+  [[ -n $dest ]] && cp "$dest" "$OUT/"
 done
 if compgen -G "$OUT/stage*.csv" > /dev/null || compgen -G "$OUT/ncu_stage*.csv" > /dev/null; then
   tar czf "$OUT/csv.tar.gz" -C "$OUT" $(cd "$OUT" && ls stage*.csv ncu_stage*.csv 2>/dev/null) &&

@@ -2,6 +2,9 @@
  * @file tests/exercises/stage01_right.cu
  * @brief A sample for stage 01's exercise slot: a right kernel (the check passes).
  *
+ * stage01_missing_tail.cu includes this file with SAMPLE_MISSING_TAIL defined: the one line marked by it is that
+ * sample's mistake.
+ *
  * Built into the slot with -DWB_EXERCISE_01=tests/exercises/stage01_right.cu (scripts/check_exercises.sh).
  */
 #include <stdint.h>
@@ -23,8 +26,10 @@ __global__ void vector_add_exercise(const float4 *a, const float4 *b, float4 *c,
         float4 x = a[i], y = b[i];
         c[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
     }
+#ifndef SAMPLE_MISSING_TAIL /* stage01_missing_tail.cu: the last n mod 4 elements keep the poison */
     long long tail = n4 * 4 + first;
     if (tail < n) ((float *)c)[tail] = ((const float *)a)[tail] + ((const float *)b)[tail];
+#endif
 }
 
 extern "C" const char *vecadd_exercise(const void *a, const void *b, void *c, long long n)

@@ -2,6 +2,9 @@
  * @file tests/exercises/stage02_right.cu
  * @brief A sample for stage 02's exercise slot: a right block sum (the check passes; racecheck is clean).
  *
+ * stage02_race.cu includes this file with SAMPLE_MISSING_BARRIER defined: the one line marked by it is that
+ * sample's mistake.
+ *
  * Built into the slot with -DWB_EXERCISE_02=tests/exercises/stage02_right.cu
  * (scripts/check_exercises.sh proves the grader with it).
  */
@@ -23,7 +26,9 @@ static __device__ float block_sum_exercise(float v)
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
     if (lane == 0) warp_sums[warp] = v;
+#ifndef SAMPLE_MISSING_BARRIER /* stage02_race.cu: the first warp may read warp_sums[] before the others wrote it */
     __syncthreads();
+#endif
     if (warp == 0) {
         v = lane < EX_THREADS / 32 ? warp_sums[lane] : 0.0f;
         for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);

@@ -2,6 +2,9 @@
  * @file tests/exercises/stage05_right.cu
  * @brief A sample for stage 05's exercise slot: a right online softmax (the check passes).
  *
+ * stage05_wrong_scale.cu includes this file with SAMPLE_SUM_NOT_RESCALED defined: the one line marked by it is that
+ * sample's mistake.
+ *
  * Built into the slot with -DWB_EXERCISE_05=tests/exercises/stage05_right.cu
  * (scripts/check_exercises.sh proves the grader with it).
  */
@@ -28,7 +31,11 @@ __global__ void softmax_online_exercise(const float *x, float *y, int rows, int 
     for (int j = lane; j < cols; j += 32) {
         float v = xr[j];
         if (v > m) {
+#ifndef SAMPLE_SUM_NOT_RESCALED
             d = d * expf(m - v) + 1.0f; /* the sum so far, rescaled to the new max */
+#else
+            d = d + 1.0f; /* stage05_wrong_scale.cu: the sum so far not rescaled to the new max */
+#endif
             m = v;
         } else if (v > -INFINITY) {
             d += expf(v - m);

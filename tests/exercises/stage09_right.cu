@@ -2,6 +2,9 @@
  * @file tests/exercises/stage09_right.cu
  * @brief A sample for stage 09's exercise slot: a right decode attention, a warp per row (the check passes; heads of at most 128).
  *
+ * stage09_unwritten.cu includes this file with SAMPLE_HALF_UNWRITTEN defined: the one line marked by it is that
+ * sample's mistake.
+ *
  * Built into the slot with -DWB_EXERCISE_09=tests/exercises/stage09_right.cu
  * (scripts/check_exercises.sh proves the grader with it).
  */
@@ -43,7 +46,11 @@ __global__ void paged_decode_exercise(decode_problem p)
         m = m_new;
     }
     float inv = 1.0f / sum;
+#ifndef SAMPLE_HALF_UNWRITTEN
     for (int k = 0, i = lane; i < p.d; ++k, i += 32) o[(long long)row * p.d + i] = __float2half_rn(acc[k] * inv);
+#else /* stage09_unwritten.cu: only the first 32 dimensions written; the rest keep the poison */
+    if (lane < p.d) o[(long long)row * p.d + lane] = __float2half_rn(acc[0] * inv);
+#endif
 }
 
 extern "C" const char *decode_exercise(const decode_problem *p)
