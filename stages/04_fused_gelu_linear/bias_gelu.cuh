@@ -90,6 +90,18 @@ struct BiasGelu : ColumnBias {
 };
 
 /**
+ * @brief Call f(BiasGelu<KIND>{bias}) with the KIND `gelu` names: the one place where the run-time choice of
+ *        activation becomes the template argument every fused variant compiles in.
+ */
+template <typename F>
+static const char *with_bias_gelu(gelu_kind gelu, const float *bias, F f)
+{
+    if (gelu == GELU_TANH) return f(BiasGelu<GELU_TANH>{bias});
+    if (gelu == GELU_NONE) return f(BiasGelu<GELU_NONE>{bias});
+    return f(BiasGelu<GELU_ERF>{bias});
+}
+
+/**
  * @brief v11's epilogue: BiasGelu<GELU_TANH> with the hardware's tanh (gelu_tanh_hw),
  *        for a GEMM that stages the tile's bias (column_term / finish only).
  */

@@ -130,11 +130,8 @@ static const char *linear_v2(const linear_args *a)
 static const char *linear_v3(const linear_args *a)
 {
     const float *X = (const float *)a->X, *W = (const float *)a->W;
-    if (a->gelu == GELU_TANH)
-        return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
-    if (a->gelu == GELU_NONE)
-        return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
-    return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
+    return with_bias_gelu(a->gelu, a->bias,
+                          [&](auto epi) { return launch_sgemm_warptile(X, W, (float *)a->Y, a->M, a->N, a->K, epi); });
 }
 
 /**
@@ -144,22 +141,16 @@ static const char *linear_v3(const linear_args *a)
 static const char *linear_v13_wmma(const linear_args *a)
 {
     const __half *X = (const __half *)a->X, *W = (const __half *)a->W;
-    if (a->gelu == GELU_TANH)
-        return launch_hgemm_wmma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
-    if (a->gelu == GELU_NONE)
-        return launch_hgemm_wmma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
-    return launch_hgemm_wmma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
+    return with_bias_gelu(a->gelu, a->bias,
+                          [&](auto epi) { return launch_hgemm_wmma(X, W, (__half *)a->Y, a->M, a->N, a->K, epi); });
 }
 
 /** @brief v4 — the same epilogue on stage 03's v9 tensor-core GEMM (fp16 in and out, sm_80+). */
 static const char *linear_v4(const linear_args *a)
 {
     const __half *X = (const __half *)a->X, *W = (const __half *)a->W;
-    if (a->gelu == GELU_TANH)
-        return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_TANH>{a->bias});
-    if (a->gelu == GELU_NONE)
-        return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_NONE>{a->bias});
-    return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, BiasGelu<GELU_ERF>{a->bias});
+    return with_bias_gelu(a->gelu, a->bias,
+                          [&](auto epi) { return launch_hgemm_mma(X, W, (__half *)a->Y, a->M, a->N, a->K, epi); });
 }
 
 /* ---------------------------------------------------------------------------

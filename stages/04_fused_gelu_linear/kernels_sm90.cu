@@ -25,9 +25,7 @@ static const char *launch_fp16(const linear_args *a, Launch launch, Epilogue epi
 template <typename Launch>
 static const char *launch_bias_gelu(const linear_args *a, Launch launch)
 {
-    if (a->gelu == GELU_TANH) return launch_fp16(a, launch, BiasGelu<GELU_TANH>{a->bias});
-    if (a->gelu == GELU_NONE) return launch_fp16(a, launch, BiasGelu<GELU_NONE>{a->bias});
-    return launch_fp16(a, launch, BiasGelu<GELU_ERF>{a->bias});
+    return with_bias_gelu(a->gelu, a->bias, [&](auto epi) { return launch_fp16(a, launch, epi); });
 }
 
 /** @brief v10's and v11's GEMM: stage 03's v13 with the epilogue's column terms staged in shared memory. */
