@@ -717,34 +717,49 @@ def readme_stage_table(results):
     return "\n".join(out)
 
 
-def replace_between(text, tag, body, path):
-    pattern = re.compile(rf"(<!-- {tag} -->\n)(.*?)(<!-- /{tag} -->)", re.S)
+def replace_between(text, tag, body, path, opening=None):
+    """The text between <!-- tag --> (or the given opening marker's text) and <!-- /tag --> becomes body."""
+    pattern = re.compile(rf"(<!-- {re.escape(opening or tag)} -->\n)(.*?)(<!-- /{re.escape(tag)} -->)", re.S)
     if not pattern.search(text):
         sys.exit(f"{path}: markers <!-- {tag} --> ... <!-- /{tag} --> not found")
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
 
 
-def ncu_table(num):
+def ncu_table(num, kernels=None):
     """A stage's Nsight Compute table (scripts/profile.sh's ncu_stageNN.csv, PREFERRED_GPU's where it has one): the
-    counters behind the page's central claim, one row per kernel of each profiled variant."""
+    counters behind the page's central claim, one row per kernel of each profiled variant; `kernels`, a regular
+    expression from the page's marker, keeps the rows the lesson turns on. A column that is zero or empty in every
+    row it keeps (bank conflicts in a kernel with no shared memory, the tensor pipe in a copy) is left out."""
     paths = sorted(glob.glob(os.path.join(RESULTS, "*", f"ncu_stage{num}.csv")),
                    key=lambda p: os.path.basename(os.path.dirname(p)) != PREFERRED_GPU)
     if not paths:
         return "Not profiled yet: `scripts/profile.sh " + num + "` on a GPU writes the table this place shows."
     with open(paths[0], newline="") as f:
-        rows = list(csv.DictReader(f))
+        rows = [r for r in csv.DictReader(f) if not kernels or re.search(kernels, r["kernel"])]
+    if not rows:
+        sys.exit(f"ncu_stage{num}.csv: no kernel matches {kernels!r}")
+    columns = [("DRAM %", "dram_pct"), ("occupancy %", "occupancy_pct"), ("sectors / request", "sectors_per_req"),
+               ("bank conflicts", "smem_conflicts"), ("tensor %", "tensor_pct")]
+    def shown(key):  # tensor % under 8 is counter noise on kernels with no mma (seen up to 7 on softmax)
+        return any(r[key] and float(r[key]) >= (8 if key == "tensor_pct" else 0.05) for r in rows)
+    columns = [(title, key) for title, key in columns if shown(key)]
+    def count(text):  # 17585641 -> 17.6 M
+        if not text:
+            return "–"
+        v = float(text)
+        return f"{v / 1e6:.1f} M" if v >= 1e6 else f"{v / 1e3:.0f} k" if v >= 1e4 else f"{v:.0f}"
     out = [f"Nsight Compute on {rows[0]['gpu']} (`scripts/profile.sh {num}`; docs/method.md says how to read each "
-           "column): DRAM busy and achieved occupancy as % of peak, 32-byte sectors per global load request, "
-           "shared-memory bank conflicts, tensor pipe busy, and the three largest warp stalls (cycles per issued "
-           "instruction).", "",
-           "| variant | kernel | DRAM % | occupancy % | sectors / request | bank conflicts | tensor % | top stalls |",
-           "|---|---|---:|---:|---:|---:|---:|---|"]
+           "column): DRAM busy as % of its peak (the copy roof is about 90% of it), achieved occupancy, 32-byte "
+           "sectors per global load request, shared-memory bank conflicts, tensor pipe busy, and the three largest "
+           "warp stalls (cycles per issued instruction).", "",
+           "| variant | kernel | " + " | ".join(t for t, _ in columns) + " | top stalls |",
+           "|---|---|" + "---:|" * len(columns) + "---|"]
     for r in rows:
-        kernel = re.sub(r"<.*", "", r["kernel"]).split("::")[-1]
+        kernel = re.sub(r"^void ", "", r["kernel"]).split("::")[-1]
         stalls = ", ".join(s for s in (r.get("stall_1"), r.get("stall_2"), r.get("stall_3")) if s)
-        out.append(f"| {r['variant']} | `{kernel}` | {r['dram_pct'] or '–'} | {r['occupancy_pct'] or '–'} | "
-                   f"{r['sectors_per_req'] or '–'} | {r['smem_conflicts'] or '–'} | {r['tensor_pct'] or '–'} | "
-                   f"{stalls or '–'} |")
+        out.append(f"| {r['variant']} | `{kernel}` | " + " | ".join(count(r[k]) if k == "smem_conflicts" else r[k] or "–"
+                                                                  for _, k in columns) +
+                   f" | {stalls or '–'} |")
     return "\n".join(out)
 
 
@@ -789,10 +804,13 @@ def tables(check):
             old = f.read()
         new = old
         for tag, body in subs:
-            if tag.startswith("ncu:"):
-                if f"<!-- {tag} -->" not in new:
+            if tag.startswith("ncu:"):  # <!-- ncu:stageNN --> or <!-- ncu:stageNN kernels=REGEX -->
+                m = re.search(rf"<!-- {tag}(?: kernels=(.+?))? -->", new)
+                if not m:
                     continue
-                body = ncu_table(tag[len("ncu:stage"):])
+                new = replace_between(new, tag, ncu_table(tag[len("ncu:stage"):], m.group(1)), path,
+                                      m.group(0)[len("<!-- "):-len(" -->")])
+                continue
             new = replace_between(new, tag, body, path)
         if new != old:
             stale.append(os.path.relpath(path, ROOT))
