@@ -46,16 +46,32 @@ STAGES = [
 
 # What "roof" means in a stage's tables, where it is neither the copy bandwidth
 # nor an in-table library peer.
+# Per GPU (a substring of its name): the peers measured apart, through PyTorch (scripts/peers.py).
 ROOF_NOTES = {
-    "06": "× peer = over the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's softmax), "
-          "measured in the same run; for comparison, PyTorch 2.11 SDPA (FlashAttention-2 backend) measured on the "
-          "same H100 at B4 H12 N4096 fp16: 290 / 339 TFLOP/s non-causal d64 / d128, 243 / 279 causal",
-    "10": "prefill: × peer = over Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, B8 x T1024 "
-          "138k tok/s fp32 and 492k fp16 (an H100 row only); decode and serving: roof = the tokens per second if a step took only the "
-          "time to read what it must, every weight once (495 MB fp32, 247 MB fp16) and each sequence's K and V at "
-          "its mean context, at the copy bandwidth measured in the run (HF's batch-1 fp32 decode on the H100: "
-          "112 tok/s)",
+    "06": {"H100": "× peer = over the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's "
+                   "softmax), measured in the same run; for comparison, PyTorch 2.11 SDPA (FlashAttention-2 backend) "
+                   "measured on the same H100 at B4 H12 N4096 fp16: 290 / 339 TFLOP/s non-causal d64 / d128, "
+                   "243 / 279 causal",
+           "H200": "× peer = over the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's "
+                   "softmax), measured in the same run; for comparison, PyTorch 2.11 SDPA on the same H200 at B4 H12 "
+                   "N4096 fp16 (scripts/peers.py): cuDNN 452 / 623 TFLOP/s non-causal d64 / d128, 376 / 522 causal; "
+                   "FlashAttention-2 272 / 349 and 221 / 290"},
+    "10": {"H100": "prefill: × peer = over Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, B8 x "
+                   "T1024 138k tok/s fp32 and 492k fp16; decode and serving: roof = the tokens per second if a step "
+                   "took only the time to read what it must, every weight once (495 MB fp32, 247 MB fp16) and each "
+                   "sequence's K and V at its mean context, at the copy bandwidth measured in the run (HF's batch-1 "
+                   "fp32 decode on the H100: 112 tok/s)",
+           "H200": "prefill: × peer = over Hugging Face transformers (eager, PyTorch 2.11) measured on an H200, B8 x "
+                   "T1024 143k tok/s fp32 and 471k fp16 (scripts/peers.py); decode and serving: roof = the tokens per "
+                   "second if a step took only the time to read what it must, every weight once (495 MB fp32, 247 MB "
+                   "fp16) and each sequence's K and V at its mean context, at the copy bandwidth measured in the run "
+                   "(HF's batch-1 fp32 decode on the H200: 111 tok/s)"},
 }
+
+
+def roof_note(stage, gpu):
+    """The note on a stage's peers measured apart, for this GPU (empty where none was measured on it)."""
+    return next((text for name, text in ROOF_NOTES.get(stage, {}).items() if name in gpu), "")
 
 
 # PyTorch 2.11 SDPA (FlashAttention-2 backend), fp16 d64 non-causal, B4 H12 N4096, on the H100 (stage 06's note).
@@ -421,8 +437,8 @@ def stage_table(rows):
     gpu = rows[0]["gpu"]
     if rows[0]["unit"] == "GB/s":
         roof = (f"roof = {rows[0]['roof']:.0f} GB/s (device-to-device copy measured in the same run)")
-    elif rows[0]["stage"][-2:] in ROOF_NOTES:
-        roof = ROOF_NOTES[rows[0]["stage"][-2:]]
+    elif roof_note(rows[0]["stage"][-2:], rows[0]["gpu"]):
+        roof = roof_note(rows[0]["stage"][-2:], rows[0]["gpu"])
     else:
         roof = "× peer = the throughput over the library peer's in each table, measured in the same run"
     by_peer = rows[0]["unit"] != "GB/s"  # compute-bound: the ratio to the library peer, "× peer"
@@ -469,7 +485,9 @@ def stage10_table(rows):
     """Stage 10's measured tables: decode (a row a variant, the ways of launching in columns), prefill, serving
     and the decode linear alone."""
     by, variants = stage10_rows(rows)
-    out = [f"Measured on {rows[0]['gpu']}; {ROOF_NOTES['10']}.", ""]
+    note = roof_note("10", rows[0]["gpu"]) or ("prefill: Hugging Face transformers not measured on this GPU; decode and "
+                                               "serving: roof = the bytes a step must read at the copy bandwidth")
+    out = [f"Measured on {rows[0]['gpu']}; {note}.", ""]
     for dtype in ("fp32", "fp16"):
         present = [v for v in variants if any((f"{p}, {dtype}", v) in by for p, _ in STAGE10_DECODE)]
         if not present:

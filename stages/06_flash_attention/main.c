@@ -50,17 +50,25 @@ static wb_tolerance o_tol_f32(int d) { return (wb_tolerance){2e-5 + 2e-8 * d, 2e
 static const wb_tolerance lse_tol = {2e-4, 2e-5};
 
 /**
- * PyTorch 2.11 SDPA (FlashAttention-2 backend), fp16, B4 H12 N4096, measured on an
- * H100 80GB HBM3 (the issue's figures, TFLOP/s with causal FLOPs counted as half).
- * They are printed under the fp16 tables at that shape on an H100 (the roof is the
- * unfused cuBLAS peer, measured in the run); PyTorch is not a
- * dependency, so they are constants here, named on the page.
+ * PyTorch 2.11 SDPA, fp16, B4 H12 N4096, TFLOP/s with causal FLOPs counted as half, on the
+ * GPUs the course was measured on (`python3 scripts/peers.py attention`): its cuDNN and
+ * FlashAttention-2 backends. Printed under the fp16 tables at that shape on those GPUs (the
+ * roof is the unfused cuBLAS peer, measured in the run); PyTorch is not a dependency, so
+ * they are constants here, named on the page.
  */
-static double pytorch_sdpa_tflops(int d, int causal)
+static const struct sdpa_peer {
+    const char *gpu;      /**< a substring of the device's name */
+    double cudnn[2][2];   /**< [d 64, d 128][non-causal, causal] */
+    double fa2[2][2];     /**< the same, FlashAttention-2 */
+} sdpa_peers[] = {{"H100", {{405, 326}, {578, 456}}, {{290, 243}, {339, 279}}},
+                  {"H200", {{452, 376}, {623, 522}}, {{272, 221}, {349, 290}}}};
+
+/** This GPU's SDPA figures, or NULL where none were measured on it. */
+static const struct sdpa_peer *sdpa_peer_for(const wb_device *dev)
 {
-    if (d == 64) return causal ? 243.0 : 290.0;
-    if (d == 128) return causal ? 279.0 : 339.0;
-    return 0.0;
+    for (size_t i = 0; i < sizeof sdpa_peers / sizeof sdpa_peers[0]; ++i)
+        if (strstr(dev->name, sdpa_peers[i].gpu)) return &sdpa_peers[i];
+    return NULL;
 }
 
 /** The input sets: ordinary random scores, and keys that grow along the sequence (a new max in every tile). */
@@ -254,9 +262,11 @@ static void bench_problem(const wb_device *dev, const wb_common_opts *opt, probl
         rows[i].peer = peer;
         wb_report_add(rep, &rows[i]);
     }
-    if (is_issue_shape && p->a.dtype == WB_F16 && strstr(dev->name, "H100"))
-        printf("(for comparison, not this run: PyTorch 2.11 SDPA, FlashAttention-2 backend, measured on an H100 at "
-               "this shape: %.0f TFLOP/s)\n", pytorch_sdpa_tflops(p->a.d, p->a.causal));
+    const struct sdpa_peer *sdpa = sdpa_peer_for(dev);
+    if (is_issue_shape && p->a.dtype == WB_F16 && sdpa && (p->a.d == 64 || p->a.d == 128))
+        printf("(for comparison, not this run: PyTorch 2.11 SDPA measured on an %s at this shape: cuDNN %.0f TFLOP/s, "
+               "FlashAttention-2 %.0f)\n", sdpa->gpu, sdpa->cudnn[p->a.d == 128][p->a.causal],
+               sdpa->fa2[p->a.d == 128][p->a.causal]);
 }
 
 /** --check of one problem and input set: every variant, twice. */

@@ -261,10 +261,10 @@ static void angle_study(double base)
 /** @brief Parse arguments, open the GPU (or exit 77), then --check or the timed tables. */
 int main(int argc, char **argv)
 {
-    long long shape[4] = {4, 12, 4096, 64}, start = 0, base_arg = 10000;
+    long long shape[4] = {16, 12, 4096, 64}, start = 0, base_arg = 10000;
     int style_choice = 0, dtype_choice = 0;
     const wb_option extra[] = {
-        {"--shape", "B H N d", "Q and K shape (default 4 12 4096 64)", WB_OPT_INT, shape, 4, 1, 1 << 20, NULL},
+        {"--shape", "B H N d", "Q and K shape (default 16 12 4096 64)", WB_OPT_INT, shape, 4, 1, 1 << 20, NULL},
         {"--start", "P", "position of the first token (default 0)", WB_OPT_INT, &start, 1, 0, (1 << 24) - 1, NULL},
         {"--base", "BASE", "θ_i = pos · BASE^(−2i/d) (default 10000)", WB_OPT_INT, &base_arg, 1, 2, 100000000, NULL},
         {"--style", "S", "rotate-half, interleaved or all (default all)", WB_OPT_CHOICE, &style_choice, 0, 0, 0,

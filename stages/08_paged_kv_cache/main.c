@@ -449,8 +449,8 @@ int main(int argc, char **argv)
     long long shape[4] = {0, 0, 0, 0}, block_size = 16;
     int dtype_choice = 0, memory = 0;
     const wb_option extra[] = {
-        {"--shape", "B H N d", "B sequences of N tokens, H heads of d (default B8 H12 N2048 d64: append a prefill of "
-         "8x2048 tokens, fp16 also 128 sequences 1 token each, gather 8 of mixed lengths up to 4096)", WB_OPT_INT,
+        {"--shape", "B H N d", "B sequences of N tokens, H heads of d (default B32 H12 N2048 d64: append a prefill of "
+         "32x2048 tokens, fp16 also 128 sequences 1 token each, gather 32 of mixed lengths up to 4096)", WB_OPT_INT,
          shape, 4, 1, 1 << 20, NULL},
         {"--block-size", "S", "tokens per page (default 16)", WB_OPT_INT, &block_size, 1, 1, 4096, NULL},
         {"--dtype", "T", "fp32, fp16 or all (default all)", WB_OPT_CHOICE, &dtype_choice, 0, 0, 0, dtype_choices},
@@ -511,7 +511,7 @@ int main(int argc, char **argv)
         printf("stage08 --check: %d checks, %d failed\n", checks, failed);
         ok = failed == 0 && checks > 0;
     } else {
-        int B = shape[0] ? (int)shape[0] : 8, H = shape[0] ? (int)shape[1] : 12, N = shape[0] ? (int)shape[2] : 2048;
+        int B = shape[0] ? (int)shape[0] : 32, H = shape[0] ? (int)shape[1] : 12, N = shape[0] ? (int)shape[2] : 2048;
         int d = shape[0] ? (int)shape[3] : 64, bs = (int)block_size;
         printf("stage08_paged_kv_cache: append and gather through pages of %d tokens\n", bs);
         wb_measure_copy_bandwidth(&dev);

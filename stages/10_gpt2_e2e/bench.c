@@ -18,16 +18,24 @@
 #include "stage10.h"
 #include "timing.h"
 
-/** Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, tokens/s: batch-1 greedy decode, fp32
- *  (a note under the table: the decode rows' roof is the bytes a step must read, at the copy bandwidth). */
-#define PEER_DECODE_B1_FP32 112.0
-/** @brief The peer's prefill, B8 x T1024, fp32, tokens/s (transformers on an H100: the "× peer" of a prefill row
- *         run on an H100 only; on another GPU the row has no peer until it is measured there). */
-#define PEER_PREFILL_FP32 138000.0
-/** @brief The same in fp16. */
-#define PEER_PREFILL_FP16 492000.0
-/** @brief The GPU the peer's figures were measured on. */
-#define PEER_GPU "H100"
+/** @brief Hugging Face transformers (eager, PyTorch 2.11, random weights of the 124M shape) on the GPUs the course
+ *         was measured on (`python3 scripts/peers.py gpt2`): the "× peer" of a prefill row run on one of them; on
+ *         another GPU the row has no peer until it is measured there. Tokens per second. */
+typedef struct {
+    const char *gpu;           /**< a substring of the device's name */
+    double prefill_fp32;       /**< prefill, B8 x T1024, fp32 */
+    double prefill_fp16;       /**< the same in fp16 */
+    double decode_b1_fp32;     /**< batch-1 greedy decode, fp32 (a note under the table) */
+} hf_peer;
+static const hf_peer peers[] = {{"H100", 138000.0, 492000.0, 112.0}, {"H200", 143000.0, 471000.0, 111.0}};
+
+/** The peer figures measured on this device, or NULL. */
+static const hf_peer *peer_for(const wb_device *dev)
+{
+    for (size_t i = 0; i < sizeof peers / sizeof peers[0]; ++i)
+        if (strstr(dev->name, peers[i].gpu)) return &peers[i];
+    return NULL;
+}
 
 /** Median of a few repetitions of fn, ms. */
 static double time_prefill(gpt2_engine *e, int B, int T, const int *tokens, int reps)
@@ -275,6 +283,7 @@ static void print_traces(gpt2_engine *e, int prompt, int steps, const int *token
 
 int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts *opt, int dtype_choice)
 {
+    const hf_peer *hf = peer_for(dev);
     run_case cases[2 * N_VARIANTS];
     const int n_cases = chosen_cases(opt->variant, dtype_choice, cases);
     wb_report rep;
@@ -314,7 +323,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             if (v == 0) { /* prefill is v1's in every variant */
                 snprintf(size, sizeof size, "B%d x T%d", PB, T);
                 ms = time_prefill(&e, PB, T, tokens, 3);
-                double peer = strstr(dev->name, PEER_GPU) ? (dtype == WB_F16 ? PEER_PREFILL_FP16 : PEER_PREFILL_FP32) : 0;
+                double peer = hf ? (dtype == WB_F16 ? hf->prefill_fp16 : hf->prefill_fp32) : 0;
                 add_row(&rep, "prefill, tokens per second", dtype, size, v, ms, (double)PB * T, 0, peer);
             }
             snprintf(size, sizeof size, "batch 1, prompt %d, %d steps", prompt, steps);
@@ -370,10 +379,14 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             engine_free(&e);
         }
     free(tokens);
-    printf("\n%% of roof: prefill rows against Hugging Face transformers (eager, PyTorch 2.11, measured on an H100: "
-           "%.0f tok/s fp32, %.0f fp16); decode and serving rows against the bytes a step must read (every weight "
-           "once, each sequence's K and V at its mean context) at the copy bandwidth (HF's batch-1 fp32 decode on "
-           "the H100: %.0f tok/s)\n", PEER_PREFILL_FP32, PEER_PREFILL_FP16, PEER_DECODE_B1_FP32);
+    if (hf)
+        printf("\n× peer: prefill rows against Hugging Face transformers (eager, PyTorch 2.11, measured on an %s: "
+               "%.0f tok/s fp32, %.0f fp16; its batch-1 fp32 decode: %.0f tok/s)", hf->gpu, hf->prefill_fp32,
+               hf->prefill_fp16, hf->decode_b1_fp32);
+    else
+        printf("\n× peer: Hugging Face transformers was not measured on this GPU (python3 scripts/peers.py gpt2)");
+    printf("; %% of roof: decode and serving rows against the bytes a step must read (every weight once, each "
+           "sequence's K and V at its mean context) at the copy bandwidth\n");
     return wb_report_finish(&rep, opt->csv);
 }
 
