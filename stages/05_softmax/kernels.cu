@@ -358,10 +358,14 @@ static const char *with_row_layout(int cols, F f)
     return f(std::integral_constant<int, 1>(), std::integral_constant<int, 32>());
 }
 
-/** @brief Rows per block of v4 (one warp each). */
+#ifndef WARP_ROWS_PER_BLOCK
+/** @brief Rows per block of v4 (one warp each); -DWARP_ROWS_PER_BLOCK=8 tries another (exercise 1). */
 #define WARP_ROWS_PER_BLOCK 4
+#endif
+#ifndef BLOCK_ROW_THREADS
 /** @brief Threads of v5's block, all on one row. */
 #define BLOCK_ROW_THREADS 512
+#endif
 
 static const char *softmax_v4(wb_dtype dtype, const void *x, void *y, int rows, int cols)
 {
@@ -537,9 +541,6 @@ static const char *layernorm_v2(wb_dtype dtype, const void *x, const float *w, c
  * traffic: the mean from the registers, then Σ(x − mean)² from the same registers.
  * Longer rows take v2's Welford path.
  */
-#ifndef LN_LOAD_PARAMS_FIRST
-#define LN_LOAD_PARAMS_FIRST 1
-#endif
 template <typename T, int V, int ELEMS, int G>
 __global__ void layernorm_registers(const T *x, const float *w, const float *b, float eps, T *y, float *mean,
                                     float *rstd, int rows, int cols)
@@ -548,16 +549,6 @@ __global__ void layernorm_registers(const T *x, const float *w, const float *b, 
     if (row >= rows) return;
     float v[ELEMS];
     load_row<T, V, ELEMS, G>(x + (long long)row * cols, cols, t, 0.0f, v);
-#if LN_LOAD_PARAMS_FIRST
-    /* weight and bias are loaded with x, before the two reductions: their L2 latency then overlaps x's DRAM
-     * latency instead of following the reductions with nothing in flight */
-    float wv[ELEMS], bv[ELEMS];
-#pragma unroll
-    for (int c = 0; c < ELEMS / V; ++c) {
-        int j = (c * G + t) * V;
-        if (j < cols) load_vec<V>(w + j, wv + c * V), load_vec<V>(b + j, bv + c * V);
-    }
-#endif
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < ELEMS; ++k) s += v[k];
@@ -574,16 +565,11 @@ __global__ void layernorm_registers(const T *x, const float *w, const float *b, 
     for (int c = 0; c < ELEMS / V; ++c) {
         int j = (c * G + t) * V;
         if (j >= cols) continue;
-#if LN_LOAD_PARAMS_FIRST
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[c * V + k] = (v[c * V + k] - mu) * r * wv[c * V + k] + bv[c * V + k];
-#else
         float wv[V], bv[V]; /* weight and bias with the same 16-byte loads (they stay in L1/L2) */
         load_vec<V>(w + j, wv);
         load_vec<V>(b + j, bv);
 #pragma unroll
         for (int k = 0; k < V; ++k) v[c * V + k] = (v[c * V + k] - mu) * r * wv[k] + bv[k];
-#endif
     }
     store_row<T, V, ELEMS, G>(y + (long long)row * cols, cols, t, v);
     if (t == 0) mean[row] = mu, rstd[row] = r;
