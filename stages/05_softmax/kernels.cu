@@ -16,6 +16,7 @@
 
 #include "block_reduce.cuh" /* stage 02: SumOp, MaxOp, warp_allreduce, block_allreduce */
 #include "cuda_check.h"
+#include "device.h" /* wb_current_gpu */
 #include "dtype_device.cuh" /* load, store, dispatch over fp32/fp16 */
 
 /* ---------------------------------------------------------------------------
@@ -362,10 +363,28 @@ static const char *with_row_layout(int cols, F f)
 /** @brief Rows per block of v4 (one warp each); -DWARP_ROWS_PER_BLOCK=8 tries another (exercise 1). */
 #define WARP_ROWS_PER_BLOCK 4
 #endif
-#ifndef BLOCK_ROW_THREADS
-/** @brief Threads of v5's block, all on one row. */
-#define BLOCK_ROW_THREADS 512
-#endif
+
+/**
+ * @brief Threads of v5's block (and LayerNorm v3's), all on one row: half of what an
+ *        SM holds, so that two rows share each SM. 512 on a T4 (1024 threads per SM),
+ *        1024 where an SM holds 2048 (sm_80, sm_90). Measured on the H200, 8192-wide
+ *        fp16 rows: softmax 89.8% of the roof with 512, 94.7% with 1024; LayerNorm
+ *        65.3% and 85.3%; fp32 within 1.2% either way.
+ */
+static int block_row_threads()
+{
+    int cc;
+    wb_current_gpu(&cc, NULL);
+    return cc == 80 || cc >= 90 ? 1024 : 512;
+}
+
+/** @brief Call f with the block size block_row_threads() chose, as a compile-time constant. */
+template <typename F>
+static const char *with_block_row_threads(F f)
+{
+    if (block_row_threads() == 1024) return f(std::integral_constant<int, 1024>());
+    return f(std::integral_constant<int, 512>());
+}
 
 static const char *softmax_v4(wb_dtype dtype, const void *x, void *y, int rows, int cols)
 {
@@ -390,10 +409,12 @@ static const char *softmax_v5(wb_dtype dtype, const void *x, void *y, int rows, 
     return dispatch(dtype, [&](auto t) {
         using T = decltype(t);
         if (cols > ROW_IN_REGISTERS_MAX_COLS) return launch_softmax_online<T>(x, y, rows, cols); /* the long-row path */
-        return with_row_layout<T, BLOCK_ROW_THREADS>(cols, [&](auto V, auto E) -> const char * {
-            softmax_registers<T, V(), E(), BLOCK_ROW_THREADS><<<rows, BLOCK_ROW_THREADS>>>((const T *)x, (T *)y, rows, cols);
-            WB_CHECK_LAUNCH("softmax_registers (block per row)");
-            return NULL;
+        return with_block_row_threads([&](auto G) {
+            return with_row_layout<T, G()>(cols, [&](auto V, auto E) -> const char * {
+                softmax_registers<T, V(), E(), G()><<<rows, G()>>>((const T *)x, (T *)y, rows, cols);
+                WB_CHECK_LAUNCH("softmax_registers (block per row)");
+                return NULL;
+            });
         });
     });
 }
@@ -591,11 +612,13 @@ static const char *layernorm_v3(wb_dtype dtype, const void *x, const float *w, c
                 WB_CHECK_LAUNCH("layernorm_registers (warp per row)");
                 return NULL;
             });
-        return with_row_layout<T, BLOCK_ROW_THREADS>(cols, [&](auto V, auto E) -> const char * {
-            layernorm_registers<T, V(), E(), BLOCK_ROW_THREADS><<<rows, BLOCK_ROW_THREADS>>>(
-                (const T *)x, w, b, eps, (T *)y, mean, rstd, rows, cols);
-            WB_CHECK_LAUNCH("layernorm_registers (block per row)");
-            return NULL;
+        return with_block_row_threads([&](auto G) {
+            return with_row_layout<T, G()>(cols, [&](auto V, auto E) -> const char * {
+                layernorm_registers<T, V(), E(), G()><<<rows, G()>>>((const T *)x, w, b, eps, (T *)y, mean, rstd,
+                                                                     rows, cols);
+                WB_CHECK_LAUNCH("layernorm_registers (block per row)");
+                return NULL;
+            });
         });
     });
 }
