@@ -774,6 +774,7 @@ def ncu_table(num, kernels=None):
            "|---|---|" + "---:|" * len(columns) + "---|"]
     for r in rows:
         kernel = re.sub(r"^void ", "", r["kernel"]).split("::")[-1]
+        kernel = re.sub(r"\b([A-Z][a-z]\w*)", r"%\1", kernel)  # %GemmIdentity: no Doxygen autolink to the struct
         stalls = ", ".join(s for s in (r.get("stall_1"), r.get("stall_2"), r.get("stall_3")) if s)
         out.append(f"| {r['variant']} | `{kernel}` | " + " | ".join(count(r[k]) if k == "smem_conflicts" else r[k] or "–"
                                                                   for _, k in columns) +
