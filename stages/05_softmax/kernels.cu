@@ -370,8 +370,8 @@ static const char *with_row_layout(int cols, F f)
  *        fast memory (sm_80 and later) needs more bytes in flight per SM, so when the
  *        row fits in 256 threads (8192 elements) it takes 256, and each thread issues
  *        twice as many 16-byte loads before it waits. Measured on the H200, 8192-wide
- *        rows: fp16 softmax 89.8% of the roof with 512 threads, 94.7% with 256;
- *        LayerNorm fp16 65.3% and 85.3%; fp32 within 1.2% either way (1024 threads:
+ *        rows: fp16 softmax 89.8% of the roof with 512 threads, 94.9% with 256;
+ *        LayerNorm fp16 65.3% and 85.1%; fp32 within 1.2% either way (1024 threads:
  *        65.7% and 60.2%).
  */
 static int block_row_threads(int cols)
