@@ -187,6 +187,20 @@ static const char *launch_sgemm_warptile(const float *A, const float *B, float *
  * shared buffer, through `epi(value, column)`, to be converted to fp16 and written
  * with bounds checks. Runs on sm_70 and later (the T4 included).
  */
+/** @brief Eight halves of row `row` of a rows×cols matrix, from column `col`, into shared memory: one 16-byte
+ *         load when all eight are inside and rows are 16-byte aligned (`vec`), else one by one with zeros outside. */
+static __device__ __forceinline__ void load8_or_zeros(__half *dst, const __half *m, int rows, int cols, int row, int col,
+                                                      bool vec)
+{
+    if (vec && row < rows && col + 7 < cols) {
+        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(m + (long long)row * cols + col);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            dst[i] = row < rows && col + i < cols ? m[(long long)row * cols + col + i] : __float2half(0.0f);
+    }
+}
+
 template <typename Epilogue>
 __global__ void hgemm_wmma(const __half *A, const __half *B, __half *C, int M, int N, int K, bool vec, Epilogue epi)
 {
@@ -206,22 +220,9 @@ __global__ void hgemm_wmma(const __half *A, const __half *B, __half *C, int M, i
         /* A tile: 128×32 halves = 512 vectors of 8; B tile: 32×128 = 512 vectors */
 #pragma unroll
         for (int v = t; v < 512; v += 256) {
-            int r = v / 4, c = (v % 4) * 8, gr = tile_row + r, gc = k0 + c;
-            if (vec && gr < M && gc + 7 < K) {
-                *reinterpret_cast<uint4 *>(&As[r][c]) = *reinterpret_cast<const uint4 *>(A + (long long)gr * K + gc);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-                    As[r][c + i] = gr < M && gc + i < K ? A[(long long)gr * K + gc + i] : __float2half(0.0f);
-            }
-            int br = v / 16, bc = (v % 16) * 8, gbr = k0 + br, gbc = tile_col + bc;
-            if (vec && gbr < K && gbc + 7 < N) {
-                *reinterpret_cast<uint4 *>(&Bs[br][bc]) = *reinterpret_cast<const uint4 *>(B + (long long)gbr * N + gbc);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-                    Bs[br][bc + i] = gbr < K && gbc + i < N ? B[(long long)gbr * N + gbc + i] : __float2half(0.0f);
-            }
+            int r = v / 4, c = (v % 4) * 8, br = v / 16, bc = (v % 16) * 8;
+            load8_or_zeros(&As[r][c], A, M, K, tile_row + r, k0 + c, vec);
+            load8_or_zeros(&Bs[br][bc], B, K, N, k0 + br, tile_col + bc, vec);
         }
         __syncthreads();
 #pragma unroll
