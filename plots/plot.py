@@ -437,10 +437,9 @@ def stage_table(rows):
     gpu = rows[0]["gpu"]
     if rows[0]["unit"] == "GB/s":
         roof = (f"roof = {rows[0]['roof']:.0f} GB/s (device-to-device copy measured in the same run)")
-    elif roof_note(rows[0]["stage"][-2:], rows[0]["gpu"]):
-        roof = roof_note(rows[0]["stage"][-2:], rows[0]["gpu"])
     else:
-        roof = "× peer = the throughput over the library peer's in each table, measured in the same run"
+        roof = (roof_note(rows[0]["stage"][-2:], gpu) or
+                "× peer = the throughput over the library peer's in each table, measured in the same run")
     by_peer = rows[0]["unit"] != "GB/s"  # compute-bound: the ratio to the library peer, "× peer"
     def cells(r):
         vs_v1 = f"{r['speedup_vs_v1']:.2f}×" if r["speedup_vs_v1"] > 0 else "–"
