@@ -176,17 +176,6 @@ static const char *launch_sgemm_warptile(const float *A, const float *B, float *
 /** @brief Padding of each shared-memory row, in halves: rows 80 bytes apart, not 64, spread the banks. */
 #define WMMA_PAD 8
 
-/**
- * @brief v8 — each warp computes a 64×32 tile of C as 4×2 WMMA 16×16×16 fragments.
- *
- * A tensor core instruction multiplies two 16×16 fp16 tiles and accumulates into
- * a 16×16 fp32 tile: 8192 FLOPs per warp instruction, where an FFMA does 64. The
- * 8 warps of a block share 128×32 of A and 32×128 of B in shared memory (16-byte
- * loads, zero-filled past the edges); each warp loads 4 A and 2 B fragments per
- * 16 of K and issues 8 mma_sync. The fp32 results go through a small per-warp
- * shared buffer, through `epi(value, column)`, to be converted to fp16 and written
- * with bounds checks. Runs on sm_70 and later (the T4 included).
- */
 /** @brief Eight halves of row `row` of a rows×cols matrix, from column `col`, into shared memory: one 16-byte
  *         load when all eight are inside and rows are 16-byte aligned (`vec`), else one by one with zeros outside. */
 static __device__ __forceinline__ void load8_or_zeros(__half *dst, const __half *m, int rows, int cols, int row, int col,
@@ -201,6 +190,17 @@ static __device__ __forceinline__ void load8_or_zeros(__half *dst, const __half 
     }
 }
 
+/**
+ * @brief v8 — each warp computes a 64×32 tile of C as 4×2 WMMA 16×16×16 fragments.
+ *
+ * A tensor core instruction multiplies two 16×16 fp16 tiles and accumulates into
+ * a 16×16 fp32 tile: 8192 FLOPs per warp instruction, where an FFMA does 64. The
+ * 8 warps of a block share 128×32 of A and 32×128 of B in shared memory (16-byte
+ * loads, zero-filled past the edges); each warp loads 4 A and 2 B fragments per
+ * 16 of K and issues 8 mma_sync. The fp32 results go through a small per-warp
+ * shared buffer, through `epi(value, column)`, to be converted to fp16 and written
+ * with bounds checks. Runs on sm_70 and later (the T4 included).
+ */
 template <typename Epilogue>
 __global__ void hgemm_wmma(const __half *A, const __half *B, __half *C, int M, int N, int K, bool vec, Epilogue epi)
 {
