@@ -13,8 +13,8 @@
  * give zeros, not NaN. Two reads of x, one write of y.
  *
  * **Predict first.** Two reads and a write: at most two thirds of v4's speed
- * (one read, the row kept in registers, about 97% of the copy roof in fp32 on
- * the H200 at 32768×1024). Which of the check's sets would catch a sum that is
+ * (one read, the row kept in registers, about 98% of the copy roof in fp32 on
+ * the H200 at 131072×1024). Which of the check's sets would catch a sum that is
  * not rescaled when the max grows, and by how much would its rows be off?
  *
  * **Run it.** Set EXERCISE_WRITTEN to 1, rebuild, then
