@@ -76,6 +76,10 @@ def roof_note(stage, gpu):
 
 # PyTorch 2.11 SDPA (FlashAttention-2 backend), fp16 d64 non-causal, B4 H12 N4096, on the H100 (stage 06's note).
 PYTORCH_SDPA_D64_TFLOPS = 290.0
+# cuDNN attention through PyTorch 2.11 SDPA, B4 H12 N4096, TFLOP/s, measured apart (scripts/peers.py attention):
+# the peer of stage 06's README line on a GPU whose run has no in-table peer.
+CUDNN_SDPA_TFLOPS = {"H200": {"fp16 d64 non-causal": 452.0, "fp16 d64 causal": 376.0,
+                              "fp16 d128 non-causal": 623.0, "fp16 d128 causal": 522.0}}
 
 
 def finite(x):
@@ -691,6 +695,14 @@ def best_summary(rows):
     def ratio(r):
         return f"{r['x_peer']:.2f}× the peer" if by_peer else f"{r['pct_roof']:.0f}% of roof"
     parts = []
+    cudnn = next((t for name, t in CUDNN_SDPA_TFLOPS.items() if name in rows[0]["gpu"]), None)
+    if stage == "06" and cudnn:  # no in-table peer: the fastest variant against cuDNN, measured apart
+        for (problem, _), rs in group_by_problem(rows).items():
+            if problem in ("fp16 d64 non-causal", "fp16 d128 non-causal"):
+                ours = max((r for r in rs if not r["peer"]), key=lambda r: r["throughput"])
+                parts.append(f"{ours['variant']}: {ours['throughput'] / cudnn[problem]:.2f}× cuDNN "
+                             f"({ours['throughput']:.0f} TFLOP/s, {problem}; cuDNN through PyTorch, measured apart)")
+        return "; ".join(parts)
     for i, ((problem, _), rs) in enumerate(group_by_problem(rows).items()):
         if i >= SUMMARY_PROBLEMS.get(stage, 1):
             continue

@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 #include <mma.h> /* WMMA, v8 */
 #include <stdint.h>
+#include <type_traits>
 
 #include "cuda_check.h"
 #include "mma_ptx.cuh" /* ldmatrix_x4(_trans), mma_16x8x16, cp_async_16/commit/wait */
@@ -63,52 +64,62 @@ __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float 
     int tile_row = blockIdx.y * BM, tile_col = blockIdx.x * BN;
     float acc[8][8] = {{0.0f}}, a4[4], b4[4];
 
-    auto load_tiles = [&](int k0) { /* global → registers, zero-filled past the edges */
-        int ar = tile_row + a_row, ac = k0 + a_col, br = k0 + b_row, bc = tile_col + b_col;
-        if (VEC && ar < M && ac + 3 < k_end) {
-            float4 v = *reinterpret_cast<const float4 *>(A + (long long)ar * K + ac);
-            a4[0] = v.x, a4[1] = v.y, a4[2] = v.z, a4[3] = v.w;
-        } else {
-            for (int i = 0; i < 4; ++i) a4[i] = ar < M && ac + i < k_end ? A[(long long)ar * K + ac + i] : 0.0f;
-        }
-        if (VEC && br < k_end && bc + 3 < N) {
-            float4 v = *reinterpret_cast<const float4 *>(B + (long long)br * N + bc);
-            b4[0] = v.x, b4[1] = v.y, b4[2] = v.z, b4[3] = v.w;
-        } else {
-            for (int i = 0; i < 4; ++i) b4[i] = br < k_end && bc + i < N ? B[(long long)br * N + bc + i] : 0.0f;
-        }
-    };
-    auto store_tiles = [&](int buf) { /* registers → shared memory */
+    /* The main loop, compiled twice: with bounds tests (GUARDED) for blocks on C's edges, and without for
+     * blocks wholly inside C with whole K steps, most of them. The untaken tests alone cost 7% of the time
+     * (H200, 4096³: 44.1 → 47.4 TFLOP/s without them): the compiler schedules the loop around them. */
+    auto main_loop = [&](auto guarded) {
+        constexpr bool GUARDED = decltype(guarded)::value;
+        auto load_tiles = [&](int k0) { /* global → registers, zero-filled past the edges */
+            int ar = tile_row + a_row, ac = k0 + a_col, br = k0 + b_row, bc = tile_col + b_col;
+            if (!GUARDED || (VEC && ar < M && ac + 3 < k_end)) {
+                float4 v = *reinterpret_cast<const float4 *>(A + (long long)ar * K + ac);
+                a4[0] = v.x, a4[1] = v.y, a4[2] = v.z, a4[3] = v.w;
+            } else {
+                for (int i = 0; i < 4; ++i) a4[i] = ar < M && ac + i < k_end ? A[(long long)ar * K + ac + i] : 0.0f;
+            }
+            if (!GUARDED || (VEC && br < k_end && bc + 3 < N)) {
+                float4 v = *reinterpret_cast<const float4 *>(B + (long long)br * N + bc);
+                b4[0] = v.x, b4[1] = v.y, b4[2] = v.z, b4[3] = v.w;
+            } else {
+                for (int i = 0; i < 4; ++i) b4[i] = br < k_end && bc + i < N ? B[(long long)br * N + bc + i] : 0.0f;
+            }
+        };
+        auto store_tiles = [&](int buf) { /* registers → shared memory */
 #pragma unroll
-        for (int i = 0; i < 4; ++i) As[buf][(a_col + i) * BM + a_row] = a4[i];
-        *reinterpret_cast<float4 *>(&Bs[buf][b_row * BN + b_col]) = make_float4(b4[0], b4[1], b4[2], b4[3]);
-    };
+            for (int i = 0; i < 4; ++i) As[buf][(a_col + i) * BM + a_row] = a4[i];
+            *reinterpret_cast<float4 *>(&Bs[buf][b_row * BN + b_col]) = make_float4(b4[0], b4[1], b4[2], b4[3]);
+        };
 
-    load_tiles(k_begin);
-    store_tiles(0);
-    __syncthreads();
-    int buf = 0;
-    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
-        bool more = k0 + BK < k_end;
-        if (more) load_tiles(k0 + BK); /* in flight during the FMAs below */
-#pragma unroll
-        for (int k = 0; k < BK; ++k) {
-            float a[8], b[8];
-            float4 v0 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0]);
-            float4 v1 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0 + 32]);
-            float4 w0 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0]);
-            float4 w1 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0 + 16]);
-            a[0] = v0.x, a[1] = v0.y, a[2] = v0.z, a[3] = v0.w, a[4] = v1.x, a[5] = v1.y, a[6] = v1.z, a[7] = v1.w;
-            b[0] = w0.x, b[1] = w0.y, b[2] = w0.z, b[3] = w0.w, b[4] = w1.x, b[5] = w1.y, b[6] = w1.z, b[7] = w1.w;
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
-        }
-        if (more) store_tiles(buf ^ 1);
+        load_tiles(k_begin);
+        store_tiles(0);
         __syncthreads();
-        buf ^= 1;
-    }
+        int buf = 0;
+        for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+            bool more = k0 + BK < k_end;
+            if (more) load_tiles(k0 + BK); /* in flight during the FMAs below */
+#pragma unroll
+            for (int k = 0; k < BK; ++k) {
+                float a[8], b[8];
+                float4 v0 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0]);
+                float4 v1 = *reinterpret_cast<const float4 *>(&As[buf][k * BM + row0 + 32]);
+                float4 w0 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0]);
+                float4 w1 = *reinterpret_cast<const float4 *>(&Bs[buf][k * BN + col0 + 16]);
+                a[0] = v0.x, a[1] = v0.y, a[2] = v0.z, a[3] = v0.w, a[4] = v1.x, a[5] = v1.y, a[6] = v1.z, a[7] = v1.w;
+                b[0] = w0.x, b[1] = w0.y, b[2] = w0.z, b[3] = w0.w, b[4] = w1.x, b[5] = w1.y, b[6] = w1.z, b[7] = w1.w;
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+            }
+            if (more) store_tiles(buf ^ 1);
+            __syncthreads();
+            buf ^= 1;
+        }
+    };
+    if (VEC && tile_row + BM <= M && tile_col + BN <= N && (k_end - k_begin) % BK == 0)
+        main_loop(std::false_type());
+    else
+        main_loop(std::true_type());
     /* Finish every value first, then store: with no store in between (which might alias
      * whatever the epilogue reads), each of this lane's 8 columns is read once, not 8 times. */
 #pragma unroll
