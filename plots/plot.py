@@ -44,6 +44,12 @@ STAGES = [
 ]
 
 
+# cuDNN attention through PyTorch 2.11 SDPA, B4 H12 N4096, TFLOP/s, measured apart (scripts/peers.py attention):
+# the peer of stage 06's README line on a GPU whose run has no in-table peer.
+CUDNN_SDPA_TFLOPS = {"H200": {"fp16 d64 non-causal": 452.0, "fp16 d64 causal": 376.0,
+                              "fp16 d128 non-causal": 623.0, "fp16 d128 causal": 522.0}}
+_CUDNN_H200 = CUDNN_SDPA_TFLOPS["H200"]
+
 # What "roof" means in a stage's tables, where it is neither the copy bandwidth
 # nor an in-table library peer.
 # Per GPU (a substring of its name): the peers measured apart, through PyTorch (scripts/peers.py).
@@ -54,7 +60,9 @@ ROOF_NOTES = {
                    "243 / 279 causal",
            "H200": "× peer = over the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's "
                    "softmax), measured in the same run; for comparison, PyTorch 2.11 SDPA on the same H200 at B4 H12 "
-                   "N4096 fp16 (scripts/peers.py): cuDNN 452 / 623 TFLOP/s non-causal d64 / d128, 376 / 522 causal; "
+                   f"N4096 fp16 (scripts/peers.py): cuDNN {_CUDNN_H200['fp16 d64 non-causal']:.0f} / "
+                   f"{_CUDNN_H200['fp16 d128 non-causal']:.0f} TFLOP/s non-causal d64 / d128, "
+                   f"{_CUDNN_H200['fp16 d64 causal']:.0f} / {_CUDNN_H200['fp16 d128 causal']:.0f} causal; "
                    "FlashAttention-2 272 / 349 and 221 / 290"},
     "10": {"H100": "prefill: × peer = over Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, B8 x "
                    "T1024 138k tok/s fp32 and 492k fp16; decode and serving: roof = the tokens per second if a step "
@@ -76,10 +84,6 @@ def roof_note(stage, gpu):
 
 # PyTorch 2.11 SDPA (FlashAttention-2 backend), fp16 d64 non-causal, B4 H12 N4096, on the H100 (stage 06's note).
 PYTORCH_SDPA_D64_TFLOPS = 290.0
-# cuDNN attention through PyTorch 2.11 SDPA, B4 H12 N4096, TFLOP/s, measured apart (scripts/peers.py attention):
-# the peer of stage 06's README line on a GPU whose run has no in-table peer.
-CUDNN_SDPA_TFLOPS = {"H200": {"fp16 d64 non-causal": 452.0, "fp16 d64 causal": 376.0,
-                              "fp16 d128 non-causal": 623.0, "fp16 d128 causal": 522.0}}
 
 
 def finite(x):
