@@ -373,8 +373,9 @@ static const char *with_row_layout(int cols, F f)
  *        row fits in 256 threads (8192 elements) it takes 256, and each thread issues
  *        twice as many 16-byte loads before it waits. Measured on the H200, 8192-wide
  *        rows: fp16 softmax 89.8% of the roof with 512 threads, 94.9% with 256;
- *        LayerNorm fp16 65.3% and 85.1%; fp32 within 1.2% either way (1024 threads:
- *        65.7% and 60.2%).
+ *        LayerNorm fp16 65.3% and 85.1% (when its fp16 loads were 8 wide; they are 4
+ *        wide now, the page's LayerNorm section); fp32 within 1.2% either way (1024
+ *        threads: 65.7% and 60.2%).
  */
 static int block_row_threads(int cols)
 {
