@@ -225,6 +225,39 @@ static inline long long resident_blocks_of(const void *kernel, long long *cache)
     return *cache;
 }
 
+/**
+ * @brief v4's partition size, from the context lengths themselves (when the
+ *        host has them): the multiple of 128 tokens whose grid finishes first.
+ *
+ * A grid of n blocks on `slots` places runs in ⌈n / slots⌉ waves, each as long
+ * as its longest block, P tokens, plus a block's fixed cost: its start (the
+ * length, then the block table, then K: three dependent loads) and its share
+ * of the merge. n = groups · Σ_b ⌈len_b / P⌉: every short sequence takes a
+ * whole block, which v3's total-tokens rule does not count. At mixed lengths
+ * 16..16384 that rule's partitions make a few blocks more than one wave holds;
+ * this one takes longer partitions and a single wave instead.
+ *
+ * The fixed cost is counted as 512 tokens' worth (about 12 µs of one block's
+ * streaming on the H200). At 128, the B96 mixed step (1152 sequence-heads,
+ * several waves whatever P) took 512-token partitions, 5424 blocks, and
+ * measured 80.7% of the roof; at 512 it takes 1024 and measures 91%. Every
+ * other benchmark step keeps its partition.
+ */
+static inline int partition_tokens_from_lengths(const decode_problem *p, long long slots, int groups)
+{
+    const int overhead = 512, round = 128;
+    int best = p->max_len;
+    double best_time = -1;
+    for (int P = MIN_PARTITION_TOKENS; P < p->max_len + round; P += round) {
+        long long blocks = 0;
+        for (int b = 0; b < p->B; ++b) blocks += (p->host_lens[b] + P - 1) / P;
+        blocks *= groups;
+        double time = (double)((blocks + slots - 1) / slots) * (P + overhead);
+        if (best_time < 0 || time < best_time) best_time = time, best = P;
+    }
+    return best < p->max_len ? best : p->max_len;
+}
+
 /** @brief v5's and v6's rows (PagedRowsFast) for p: the block size's magic number; NULL, or why not. */
 static inline const char *paged_rows_fast(const decode_problem *p, PagedRowsFast *rows)
 {

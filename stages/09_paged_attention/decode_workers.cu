@@ -421,9 +421,15 @@ static long long workers_for(const decode_problem *p, int worker_tokens, int max
  *        whose workers, over all sequences and head groups, fit the GPU at once. Fewer
  *        tokens per worker only add workers that cannot run yet; since a row's workers share
  *        its tiles, none of them needs to be the same size as another.
+ *
+ * When one worker per row already overfills the GPU (B96 mixed lengths: 1152 rows), no
+ * size fits, and the search would end at one worker per sequence, the longest a block
+ * of 16384 tokens alone at the end of the step. Then workers run in waves like v4's
+ * partitions and take v4's size.
  */
 static int worker_tokens_from_lengths(const decode_problem *p, long long slots, int groups, int max_parts)
 {
+    if ((long long)p->B * groups > slots) return partition_tokens_from_lengths(p, slots, groups);
     int wt = MIN_PARTITION_TOKENS;
     while (wt < p->max_len && workers_for(p, wt, max_parts) * groups > slots) wt += 128;
     return wt;
