@@ -46,8 +46,8 @@ STAGES = [
 
 # cuDNN attention through PyTorch 2.11 SDPA, B4 H12 N4096, TFLOP/s, measured apart (scripts/peers.py attention):
 # the peer of stage 06's README line on a GPU whose run has no in-table peer.
-CUDNN_SDPA_TFLOPS = {"H200": {"fp16 d64 non-causal": 452.0, "fp16 d64 causal": 376.0,
-                              "fp16 d128 non-causal": 623.0, "fp16 d128 causal": 522.0}}
+CUDNN_SDPA_TFLOPS = {"H200": {"fp16 d64 non-causal": 454.0, "fp16 d64 causal": 376.0,
+                              "fp16 d128 non-causal": 647.0, "fp16 d128 causal": 531.0}}
 _CUDNN_H200 = CUDNN_SDPA_TFLOPS["H200"]
 
 # What "roof" means in a stage's tables, where it is neither the copy bandwidth
@@ -63,7 +63,7 @@ ROOF_NOTES = {
                    f"N4096 fp16 (scripts/peers.py): cuDNN {_CUDNN_H200['fp16 d64 non-causal']:.0f} / "
                    f"{_CUDNN_H200['fp16 d128 non-causal']:.0f} TFLOP/s non-causal d64 / d128, "
                    f"{_CUDNN_H200['fp16 d64 causal']:.0f} / {_CUDNN_H200['fp16 d128 causal']:.0f} causal; "
-                   "FlashAttention-2 272 / 349 and 221 / 290"},
+                   "FlashAttention-2 292 / 348 and 243 / 286"},
     "10": {"H100": "prefill: × peer = over Hugging Face transformers (eager, PyTorch 2.11) measured on an H100, B8 x "
                    "T1024 138k tok/s fp32 and 492k fp16; decode and serving: roof = the tokens per second if a step "
                    "took only the time to read what it must, every weight once (495 MB fp32, 247 MB fp16) and each "

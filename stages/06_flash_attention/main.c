@@ -61,7 +61,7 @@ static const struct sdpa_peer {
     double cudnn[2][2];   /**< [d 64, d 128][non-causal, causal] */
     double fa2[2][2];     /**< the same, FlashAttention-2 */
 } sdpa_peers[] = {{"H100", {{405, 326}, {578, 456}}, {{290, 243}, {339, 279}}},
-                  {"H200", {{452, 376}, {623, 522}}, {{272, 221}, {349, 290}}}};
+                  {"H200", {{454, 376}, {647, 531}}, {{292, 243}, {348, 286}}}};
 
 /** This GPU's SDPA figures, or NULL where none were measured on it. */
 static const struct sdpa_peer *sdpa_peer_for(const wb_device *dev)
