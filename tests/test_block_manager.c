@@ -73,6 +73,14 @@ static void test_basic(void)
     int in_order = 1;
     for (int p = 0; p < 2; ++p) in_order &= kv_block_table(&m, 5)[p] == p;
     EXPECT(!in_order); /* with seed 7 the first pages are not 0 and 1 */
+    /* but a batch gets its pages in address order: sequence 5's two, then sequence 7's three, rising */
+    int prev = -1, rising = 1;
+    for (int i = 0; i < 3; i += 2)
+        for (int p = 0; p < kv_pages_for(&m, counts[i]); ++p) {
+            rising &= kv_block_table(&m, seqs[i])[p] > prev;
+            prev = kv_block_table(&m, seqs[i])[p];
+        }
+    EXPECT(rising);
     expect_invariants(&m);
     kv_destroy(&m);
 }

@@ -92,6 +92,13 @@ static int needs_copy_on_write(const kv_block_manager *m, int seq, int n_new)
     return m->ref_count[last_page(m, seq)] > 1;
 }
 
+/** qsort's order for the free stack's top: highest page id first, so pops come out lowest first. */
+static int descending(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
 static int pop_free_page(kv_block_manager *m)
 {
     int p = m->free_list[--m->n_free];
@@ -124,7 +131,11 @@ kv_status kv_append(kv_block_manager *m, const int *seqs, const int *n_new, int 
         }
     }
     if (pages_needed > m->n_free) return KV_ERR_NO_FREE_PAGES;
-    /* 2. commit: nothing below can fail */
+    /* 2. commit: nothing below can fail. First, the pages this batch will pop (the top of the
+     * stack) are put in address order, lowest on top: a free list that churn has scrambled would
+     * scatter a prefill's writes over the pool, and DRAM writes a rising stream of addresses
+     * faster than a scattered one (stage 08's page measures the difference). */
+    qsort(m->free_list + m->n_free - pages_needed, (size_t)pages_needed, sizeof(int), descending);
     int64_t *out = slots;
     for (int i = 0; i < n_seqs; ++i) {
         int s = seqs[i], len = m->seq_len[s], new_len = len + n_new[i];

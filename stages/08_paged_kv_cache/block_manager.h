@@ -84,7 +84,8 @@ kv_status kv_add_seq(kv_block_manager *m, int seq);
 /**
  * @brief Grow sequences by new tokens, all or nothing: the slot mapping of one
  *        batch. Pages are taken from the pool as a sequence crosses into a new
- *        one. Where a sequence's last page is shared (after kv_fork) and not
+ *        one; the batch gets them in address order (the lowest free pages first
+ *        of those it takes), so that its writes form one rising stream. Where a sequence's last page is shared (after kv_fork) and not
  *        full, the sequence first gets a private copy of it (copy-on-write):
  *        the copy is returned in `copies` and must be done before the new
  *        tokens are written.

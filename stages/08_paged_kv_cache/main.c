@@ -120,11 +120,19 @@ static void scenario_init(scenario *s, wb_dtype dtype, int B, int H, int d, int 
     }
     if (s->max_len == 0) s->max_len = 1;
     s->max_pages = (s->max_len + bs - 1) / bs;
-    /* the manager: pages placed at random (a shuffled free list); prefill, fork, then the batch */
-    kv_status st = kv_init(&s->m, (int)pages + 4, bs, s->n_seqs, s->max_pages, seed | 1);
-    int64_t *scratch = wb_host_alloc(((size_t)s->max_len + 1) * sizeof(int64_t), "slots");
+    /* the manager after churn: a free list in random order (shuffled), and as many pages again
+     * held by a resident sequence (id n_seqs) at random places, as other requests hold them in a
+     * busy server. Then the batch's sequences: prefill, fork, the batch. */
+    int resident_pages = (int)pages, resident = s->n_seqs;
+    int table_width = s->max_pages > resident_pages ? s->max_pages : resident_pages;
+    kv_status st = kv_init(&s->m, (int)pages + resident_pages + 4, bs, s->n_seqs + 1, table_width, seed | 1);
+    int resident_len = resident_pages * bs;
+    size_t scratch_slots = (size_t)(resident_len > s->max_len ? resident_len : s->max_len) + 1;
+    int64_t *scratch = wb_host_alloc(scratch_slots * sizeof(int64_t), "slots");
     kv_page_copy none[1];
     int n_none;
+    if (st == KV_OK) st = kv_add_seq(&s->m, resident);
+    if (st == KV_OK) st = kv_append(&s->m, &resident, &resident_len, 1, scratch, none, &n_none);
     for (int b = 0; b < B && st == KV_OK; ++b) {
         st = kv_add_seq(&s->m, b);
         if (st == KV_OK) st = kv_append(&s->m, &b, &s->old_len[b], 1, scratch, none, &n_none);
