@@ -13,7 +13,7 @@
  *
  * **Predict first.** A thread per element moves 2 or 4 bytes a load: v1 does
  * this and reached 24% of the copy roof at the fp16 prefill append (32×2048
- * tokens) on the H200, where v2's 16 bytes a thread reached 88%. Why does the
+ * tokens) on the H200, where v2's 16 bytes a thread reached 90%. Why does the
  * decode case (128 tokens, one each) sit near 3% whatever the kernel?
  *
  * **Run it.** Set EXERCISE_WRITTEN to 1, rebuild, then

@@ -62,7 +62,16 @@ __global__ void kv_gather_scalar(const int *block_tables, const int *lens, const
 /* v2 — 16 bytes per thread                                                 */
 /* ------------------------------------------------------------------------ */
 
-/** @brief v2 append: the same walk in 16-byte pieces (8 fp16 or 4 fp32): a quarter or an eighth of the instructions. */
+/** @brief Tokens v2's append walks one head at a time: 4 rows of d = 64 fp16 are a warp's 512 bytes. */
+#define APPEND_RUN_TOKENS 4
+
+/**
+ * @brief v2 append: the same walk in 16-byte pieces (8 fp16 or 4 fp32): a quarter or an eighth of the
+ *        instructions. Threads go through runs of APPEND_RUN_TOKENS new tokens head by head, so a warp
+ *        writes 4 consecutive rows of one head (fp16, d = 64): 512 contiguous bytes of a page, not one
+ *        token's rows of 4 heads, 2 KB apart. Measured on the H200 (the prefill append): fp16 88.5% ->
+ *        90.2% of the roof; fp32, whose rows are 256 bytes, unchanged.
+ */
 template <typename T>
 __global__ void kv_append_vec16(const uint4 *new_k, const uint4 *new_v, const int64_t *slots, T *k_pool,
                                 T *v_pool, int n_tokens, int H, int d, int block_size)
@@ -70,12 +79,17 @@ __global__ void kv_append_vec16(const uint4 *new_k, const uint4 *new_v, const in
     constexpr int PER = 16 / sizeof(T); /* elements per 16 bytes */
     int vecs_per_row = d / PER;
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long long)n_tokens * H * vecs_per_row) return;
-    int c = (int)(i % vecs_per_row) * PER, h = (int)(i / vecs_per_row % H);
-    long long t = i / ((long long)vecs_per_row * H);
-    long long dst = pool_index(slots[t], h, c, H, d, block_size);
-    *reinterpret_cast<uint4 *>(k_pool + dst) = new_k[i];
-    *reinterpret_cast<uint4 *>(v_pool + dst) = new_v[i];
+    int v = (int)(i % vecs_per_row);
+    long long rest = i / vecs_per_row;
+    int r = (int)(rest % APPEND_RUN_TOKENS); /* the token within its run */
+    rest /= APPEND_RUN_TOKENS;
+    int h = (int)(rest % H);
+    long long t = rest / H * APPEND_RUN_TOKENS + r;
+    if (t >= n_tokens) return; /* the last run may be short */
+    long long dst = pool_index(slots[t], h, v * PER, H, d, block_size);
+    long long src = (t * H + h) * vecs_per_row + v; /* the new rows are [token][head][d] */
+    *reinterpret_cast<uint4 *>(k_pool + dst) = new_k[src];
+    *reinterpret_cast<uint4 *>(v_pool + dst) = new_v[src];
 }
 
 /** @brief v2 gather: 16 bytes per thread. */
@@ -162,7 +176,8 @@ static const char *vec16_contract(wb_dtype dtype, int d)
 static const char *append_vec16(const kv_append_args *a)
 {
     if (const char *why = vec16_contract(a->dtype, a->d)) return why;
-    long long n = (long long)a->n_tokens * a->H * a->d / (16 / (long long)wb_dtype_bytes(a->dtype));
+    long long runs = ((long long)a->n_tokens + APPEND_RUN_TOKENS - 1) / APPEND_RUN_TOKENS; /* the last one padded */
+    long long n = runs * APPEND_RUN_TOKENS * a->H * a->d / (16 / (long long)wb_dtype_bytes(a->dtype));
     if (const char *why = check_sizes(n)) return why;
     if (n == 0) return NULL;
     return dispatch(a->dtype, [&](auto t) -> const char * {
