@@ -10,10 +10,10 @@
  * the three things stage 03's v10 introduced (see gemm_hopper.cuh and the stage 03 page)
  * and applies them to attention:
  *
- * - **TMA** copies Q once and each K and V tile (128 keys × d; 176 at d 128 non-causal) as boxes of 64 columns
- *   (128 bytes, the swizzle's span) into the 128-byte swizzled layout `wgmma` reads. The
- *   tensor maps are 3-D, [B·H][N][d], so a tile that runs past N is zero-filled by the
- *   copy engine instead of read from the next head.
+ * - **TMA** copies Q once and each K and V tile (128 keys × d; 176 at d 128 non-causal)
+ *   as boxes of 64 columns (128 bytes, the swizzle's span) into the 128-byte swizzled
+ *   layout `wgmma` reads. The tensor maps are 3-D, [B·H][N][d], so a tile that runs past
+ *   N is zero-filled by the copy engine instead of read from the next head.
  * - **Warp specialisation**: one thread of the producer warpgroup issues every copy; three
  *   consumer warpgroups (d 64) or two (d 128) each own 64 query rows. K and V have separate full/empty
  *   mbarriers, so S = Q·Kᵀ of a tile starts before its V has landed, and K's buffer
@@ -111,9 +111,15 @@ static __device__ __forceinline__ void wgmma_m64n176k16_kmajor(float (&d)[88], u
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 {"
-                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                 "%80, %81, %82, %83, %84, %85, %86, %87"
                  "}, %88, %89, p, 1, 1, 0, 0;\n}\n"
-                 : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64), WGMMA_ACC8(72), WGMMA_ACC8(80)
+                 : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40),
+                   WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64), WGMMA_ACC8(72), WGMMA_ACC8(80)
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
