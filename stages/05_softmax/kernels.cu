@@ -643,6 +643,6 @@ static const char *layernorm_v3(wb_dtype dtype, const void *x, const float *w, c
 extern "C" const layernorm_variant layernorm_variants[] = {
     {"v1", "block per row, two-pass stats, 3 reads", layernorm_v1},
     {"v2", "Welford: stats in 1 pass, 2 reads", layernorm_v2},
-    {"v3", "row in registers, 16-byte loads, 1 read", layernorm_v3},
+    {"v3", "row in registers, 4-wide loads, 1 read", layernorm_v3},
 };
 extern "C" const int layernorm_variant_count = sizeof layernorm_variants / sizeof layernorm_variants[0];

@@ -30,7 +30,7 @@ static const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "ex", NU
 static const char *const variant_help[] = {
     "softmax: a thread per row, 3 passes (uncoalesced); LayerNorm: a block per row, two-pass statistics, 3 reads (sm_75)",
     "softmax: a block per row, block reductions, 3 passes; LayerNorm: Welford, statistics in 1 pass, 2 reads (sm_75)",
-    "softmax: online max and sum in 1 pass, 2 reads; LayerNorm: the row in registers, 16-byte loads, 1 read (rows over 16384 take v2's path; sm_75)",
+    "softmax: online max and sum in 1 pass, 2 reads; LayerNorm: the row in registers, 4-wide loads, 1 read (rows over 16384 take v2's path; sm_75)",
     "softmax only: a warp per row, the row in registers, 1 read (rows of at most 1024; sm_75)",
     "softmax only: a block per row, the row in registers, 1 read (rows over 16384 take v3's online path; sm_75)",
     "softmax only: your online softmax, a warp per row, in exercise.cu (fp32; sm_75)"};
