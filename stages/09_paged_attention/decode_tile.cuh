@@ -240,8 +240,8 @@ static inline long long resident_blocks_of(const void *kernel, long long *cache)
  * The fixed cost is counted as 512 tokens' worth (about 12 µs of one block's
  * streaming on the H200). At 128, the B96 mixed step (1152 sequence-heads,
  * several waves whatever P) took 512-token partitions, 5424 blocks, and
- * measured 80.7% of the roof; at 512 it takes 1024 and measures 91%. Every
- * other benchmark step keeps its partition.
+ * measured 80.7% of the roof; at 512 it takes 1024 and measures over 90% (the
+ * stage's page has the figure). Every other benchmark step keeps its partition.
  */
 static inline int partition_tokens_from_lengths(const decode_problem *p, long long slots, int groups)
 {
