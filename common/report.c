@@ -169,17 +169,29 @@ int wb_report_write_csv(const wb_report *r, const char *path)
     return 0;
 }
 
+/** The first peer row that did not run (a peer is the tables' yardstick: it always runs), or NULL. */
+static const wb_row *peer_not_run(const wb_report *r)
+{
+    for (int i = 0; i < r->n_rows; ++i)
+        if (r->rows[i].is_peer && r->rows[i].status != WB_ROW_RAN) return &r->rows[i];
+    return NULL;
+}
+
 int wb_report_all_ok(const wb_report *r)
 {
     for (int i = 0; i < r->n_rows; ++i)
         if (r->rows[i].status == WB_ROW_RAN && !r->rows[i].ok) return 0;
-    return 1;
+    return peer_not_run(r) == NULL;
 }
 
 int wb_report_finish(const wb_report *r, const char *csv_path)
 {
     int ok = wb_report_all_ok(r);
     if (wb_report_write_csv(r, csv_path) != 0) ok = 0;
+    const wb_row *peer = peer_not_run(r);
+    if (peer)
+        printf("\nthe peer %s did not run on %s, %s (%s): every table needs its time\n", peer->variant, peer->problem,
+               peer->size ? peer->size : "-", peer->note ? peer->note : "no reason given");
     printf("\n%s\n", wb_report_all_ok(r) ? "all variants match the CPU reference" : "SOME VARIANTS FAILED their check");
     return ok;
 }

@@ -82,11 +82,12 @@ void wb_report_add(wb_report *r, const wb_row *row);
 int wb_report_write_csv(const wb_report *r, const char *path);
 /**
  * @brief End of a stage's timed run: write the CSV (if `csv_path`), print whether
- *        every variant matched its reference.
- * @return 1 when every row that ran passed its checks and the CSV was written
+ *        every variant matched its reference, and name a peer row that did not run.
+ * @return 1 when wb_report_all_ok() and the CSV was written
  */
 int wb_report_finish(const wb_report *r, const char *csv_path);
-/** @brief 1 when every row that ran passed its checks. */
+/** @brief 1 when every row that ran passed its checks and every peer row ran (a peer row that prints a skip
+ *         message instead of a time fails the run: the table's "x peer" would be empty). */
 int wb_report_all_ok(const wb_report *r);
 
 #ifdef __cplusplus

@@ -255,6 +255,30 @@ static void test_csv(void)
     EXPECT(!wb_report_all_ok(&rep));
 }
 
+/* A peer row is the table's yardstick: one that did not run (its launcher said "not written yet", say) fails the
+ * run, as a failed check does; a lesson variant skipped on this GPU does not. */
+static void test_peer(void)
+{
+    static wb_report rep;
+    FILE *sink = tmpfile();
+    EXPECT(sink != NULL);
+    if (!sink) return;
+    wb_report_begin(&rep, "stage99", "Test GPU", sink);
+    wb_row row = {.problem = "attention", .size = "N4096", .variant = "v1", .what = "naive", .unit = "TFLOP/s"};
+    row.time.median_ms = 2.0, row.throughput = 1.0, row.ok = 1;
+    wb_report_add(&rep, &row);
+    row.variant = "v7", row.status = WB_ROW_SKIPPED, row.note = "skipped: needs sm_90";
+    wb_report_add(&rep, &row);
+    EXPECT(wb_report_all_ok(&rep)); /* a lesson variant this GPU lacks */
+    row.variant = "cublas", row.is_peer = 1, row.status = WB_ROW_RAN;
+    wb_report_add(&rep, &row);
+    EXPECT(wb_report_all_ok(&rep)); /* the peer ran */
+    row.size = "N8192", row.status = WB_ROW_REJECTED, row.note = "not written yet - see exercise.cu";
+    wb_report_add(&rep, &row);
+    EXPECT(!wb_report_all_ok(&rep)); /* the peer of the second table printed a message instead of a time */
+    fclose(sink);
+}
+
 /** Reads a whole (small) file into `buf`; returns its length. */
 static size_t slurp(FILE *f, char *buf, size_t cap)
 {
@@ -331,6 +355,7 @@ int main(int argc, char **argv)
     const wb_test_group groups[] = {
         {"args", test_args}, {"compare", test_compare}, {"rows", test_rows}, {"rng", test_rng},
         {"fp16", test_fp16}, {"median", test_median},   {"csv", test_csv}, {"report", test_report},
+        {"peer", test_peer},
     };
     return wb_test_main(argc, argv, groups, sizeof groups / sizeof groups[0]);
 }

@@ -15,7 +15,12 @@
 #include "kernels.h"
 
 #include <cub/device/device_reduce.cuh>
+#include <cub/version.cuh>
+#if CUB_VERSION >= 200800 /* CCCL 2.8 (CUDA 12.9) and later: TransformReduce and cuda::maximum */
 #include <cuda/functional>
+#else /* CUDA 12.4-12.8: the same reduction through a transform iterator */
+#include <cub/iterator/transform_input_iterator.cuh>
+#endif
 #include <cuda_fp16.h>
 #include <limits.h>
 #include <stdint.h>
@@ -439,11 +444,18 @@ static cudaError_t cub_reduce(reduce_op op, wb_dtype dtype, const void *x, long 
 {
     if (dtype == WB_F32 && op == REDUCE_SUM) return cub::DeviceReduce::Sum(temp, *temp_bytes, (const float *)x, out, n);
     if (dtype == WB_F32) return cub::DeviceReduce::Max(temp, *temp_bytes, (const float *)x, out, n);
+#if CUB_VERSION >= 200800
     if (op == REDUCE_SUM)
         return cub::DeviceReduce::TransformReduce(temp, *temp_bytes, (const __half *)x, out, n,
                                                   cuda::std::plus<float>(), HalfToFloat(), 0.0f);
     return cub::DeviceReduce::TransformReduce(temp, *temp_bytes, (const __half *)x, out, n,
                                               cuda::maximum<float>(), HalfToFloat(), -INFINITY);
+#else
+    /* Older CUB has no TransformReduce: an iterator widens each fp16 element as Reduce reads it, the same work */
+    cub::TransformInputIterator<float, HalfToFloat, const __half *> xf((const __half *)x, HalfToFloat());
+    if (op == REDUCE_SUM) return cub::DeviceReduce::Reduce(temp, *temp_bytes, xf, out, n, cub::Sum(), 0.0f);
+    return cub::DeviceReduce::Reduce(temp, *temp_bytes, xf, out, n, cub::Max(), -INFINITY);
+#endif
 }
 
 static size_t reduce_cub_workspace(reduce_op op, wb_dtype dtype, long long n)

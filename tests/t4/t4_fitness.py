@@ -52,8 +52,11 @@ Kernel = collections.namedtuple("Kernel", "regs shared local stack")
 # on an sm_90-only build, CUB_300001_SM_750_800_900 here): the same kernel either way.
 CUB_NAMESPACE = re.compile(r"\d+CUB_\d+_SM_[0-9_]+")
 # Kernels of the libraries the stages call (cuBLAS, cuBLASLt): they ship their own
-# code for every architecture and are not in the program's cubins.
-LIBRARY_KERNEL = re.compile(r"cublas|cutlass|^nvjet_|^sm\d+_xmma_")
+# code for every architecture and are not in the program's cubins. CUB's (the peer
+# of stage 02) are in them, but named after the CUB that built them: a build with
+# another CUDA Toolkit (12.4's CUB 2.3) has other names for them, and CUB sizes its
+# launches per architecture itself.
+LIBRARY_KERNEL = re.compile(r"cublas|cutlass|^nvjet_|^sm\d+_xmma_|^_ZN3cub")
 
 
 def normalise(name):
@@ -198,7 +201,8 @@ def main():
             arches = sorted(a for a, img in images.items() if any(short[m] == n for m in img))
             print(f"  {n}  [{', '.join(arches)}]")
     if library:
-        print(f"\nlibrary kernels launched (cuBLAS ships its own sm_75 code): {len(library)}")
+        print(f"\nlibrary kernels launched (cuBLAS ships its own sm_75 code; CUB's as this toolkit's CUB names them): "
+              f"{len(library)}")
     if failures:
         print(f"\n{args.program}: {len(failures)} launch(es) do not fit a T4:")
         for f_ in failures:
