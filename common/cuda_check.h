@@ -1,6 +1,6 @@
 /**
  * @file cuda_check.h
- * @brief Every CUDA call and every kernel launch checked, naming the call and file:line.
+ * @brief Every CUDA call and every kernel launch checked, naming the call and %file:line.
  *
  * CUDA reports errors in two places: the return value of each runtime call, and,
  * for kernels, a sticky error that appears at launch (bad configuration) or at the
@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 /**
- * @brief Print `CUDA error at file:line in <call>: <error name>: <message>` and exit(1).
+ * @brief Print `CUDA error at %file:line in <call>: <error name>: <message>` and exit(1).
  * @param err  the error returned by the call
  * @param call the call's source text
  * @param file source file of the call
@@ -31,7 +31,7 @@ void wb_cuda_fail(cudaError_t err, const char *call, const char *file, int line)
 }
 #endif
 
-/** @brief Run a CUDA runtime call; on failure name the call and file:line, then exit(1). */
+/** @brief Run a CUDA runtime call; on failure name the call and %file:line, then exit(1). */
 #define WB_CUDA_CHECK(call)                                             \
     do {                                                                \
         cudaError_t wb_err_ = (call);                                   \

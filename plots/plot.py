@@ -10,8 +10,9 @@
 
 Uses matplotlib and the standard library only. The tables sit between marker
 comments (<!-- results:stage01 --> ... <!-- /results:stage01 -->, and
-<!-- stages --> ... <!-- /stages --> in README.md), so the text and the
-measurements never drift apart: CI runs `tables --check`.
+<!-- stages --> ... <!-- /stages --> in README.md), and so do the figures the
+prose states (<!-- m stage=.. gpu=.. problem=".." variant=.. q=.. -->93.8%<!-- /m -->),
+so the text and the measurements never drift apart: CI runs `tables --check`.
 """
 import argparse
 import csv
@@ -814,6 +815,57 @@ def gallery():
     return "\n".join(out).rstrip()
 
 
+# Inline figures: a number a page's prose states as measured is filled in from the committed CSV between
+#   <!-- m stage=09 gpu=nvidia-h200 problem="decode d64, context 4096, inputs rotated" variant=v5 q=pct -->…<!-- /m -->
+# (size="…" picks one size where a problem has several). Quantities: pct (% of roof), xpeer (× peer), vs1 (× over
+# v1), tput (throughput with its unit), time (the median), and over:vK (this variant's throughput over vK's, same
+# problem and size). A marker that names a row the CSV lacks stops the tool: a re-measure cannot leave it behind.
+INLINE = re.compile(r"(<!-- m ((?:[a-z]+=(?:\"[^\"]*\"|\S+)\s*)+)-->)(.*?)(<!-- /m -->)", re.S)
+INLINE_FIELD = re.compile(r'([a-z]+)=(?:"([^"]*)"|(\S+))')
+
+
+def fmt_tput(x):
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def inline_value(spec, where):
+    f = {m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in INLINE_FIELD.finditer(spec)}
+    missing = [k for k in ("stage", "gpu", "problem", "variant", "q") if k not in f]
+    if missing:
+        sys.exit(f"{where}: inline figure <!-- m {spec}--> lacks {', '.join(missing)}")
+    path = os.path.join(RESULTS, f["gpu"], f"stage{f['stage']}.csv")
+    if not os.path.exists(path):
+        sys.exit(f"{where}: inline figure names {path}, which does not exist")
+    rows = [r for r in read_csv(path) if r["problem"] == f["problem"] and ("size" not in f or r["size"] == f["size"])]
+
+    def row(variant):
+        hit = [r for r in rows if r["variant"] == variant]
+        if len(hit) != 1:
+            sys.exit(f"{where}: inline figure {f} matches {len(hit)} rows of {os.path.relpath(path, ROOT)} "
+                     f"for variant {variant} (give size=\"...\" where a problem has several sizes)")
+        return hit[0]
+
+    r, q = row(f["variant"]), f["q"]
+    if q == "pct":
+        return f"{r['pct_roof']:.1f}%"
+    if q == "xpeer":
+        return f"{r['x_peer']:.2f}×"
+    if q == "vs1":
+        return f"{r['speedup_vs_v1']:.2f}×"
+    if q == "tput":
+        return f"{fmt_tput(r['throughput'])} {r['unit']}"
+    if q == "time":
+        return fmt_ms(r["time_ms"])
+    if q.startswith("over:"):
+        return f"{r['throughput'] / row(q[len('over:'):])['throughput']:.2f}×"
+    sys.exit(f"{where}: inline figure quantity '{q}' unknown (pct, xpeer, vs1, tput, time, over:vK)")
+
+
+def fill_inline(text, path):
+    where = os.path.relpath(path, ROOT)
+    return INLINE.sub(lambda m: m.group(1) + inline_value(m.group(2), where) + m.group(4), text)
+
+
 def tables(check):
     committed = [os.path.join(d, f) for d, _, fs in os.walk(RESULTS) for f in fs if f.endswith(".csv")]
     with_exercise = [os.path.relpath(p, ROOT) for p in committed
@@ -832,6 +884,8 @@ def tables(check):
             edits[page] = [(f"results:stage{num}", stage10_table(rows) if num == "10" else stage_table(rows)),
                            (f"t4:stage{num}", stage10_t4_table(rows) if num == "10" else t4_table(rows)),
                            (f"ncu:stage{num}", None)]  # the profiler's table, where the page has its place
+    for extra in ("docs/method.md", "docs/t4_notebook.md"):  # course-wide pages with inline figures
+        edits.setdefault(os.path.join(ROOT, extra), [])
     stale = []
     for path, subs in edits.items():
         with open(path, encoding="utf-8") as f:
@@ -846,6 +900,7 @@ def tables(check):
                                       m.group(0)[len("<!-- "):-len(" -->")])
                 continue
             new = replace_between(new, tag, body, path)
+        new = fill_inline(new, path)
         if new != old:
             stale.append(os.path.relpath(path, ROOT))
             if not check:
