@@ -19,6 +19,7 @@ Fails (exit 1, one line per finding) on
 * a `%`-word of the page's source code that the HTML does not show as meant: in a code span Doxygen
   shows `%%x` as `%x` and eats the `%` of `%x` (meant for `%Name`, the escape of a documented struct's
   name), so `%globaltimer` must be written `%%globaltimer` there; a fenced block shows its text as written;
+* a figure glued to the next word ("1.41×v1's"): Doxygen drops the space after an HTML comment;
 * an ordered list whose numbering in the HTML is not the source's (a code block or paragraph between
   items 3 and 4 that is not indented makes Doxygen start again at 1);
 * a link to an anchor its page does not have, and a `file:` link (Doxygen makes one of "file:line").
@@ -186,6 +187,9 @@ def check(html_dir):
                              r"|<\s*/?\s*(tt|table|tr|td|th|code|pre|div|span|em|strong|br|img)\b[^\n]{0,30}"
                              r"|autotoc_md\d+", text):
             problems.append(f"{name}: Doxygen markup shown as text: '{m.group(0)[:50]}'")
+        for m in re.finditer(r"\d(?:%|×| µs| ms)[A-Za-z(]", text):
+            problems.append(f"{name}: a figure glued to the next word: '{text[max(0, m.start() - 20):m.end() + 15]}' "
+                            "(a comment before the space? docs/md_filter.py takes out the figures' markers)")
         for m in re.finditer(r"[^\s`]{0,20}`[^\n]{0,20}", text):
             problems.append(f"{name}: a stray backtick in the text: '{m.group(0)}'")
         source = sources.get(name)

@@ -672,10 +672,45 @@ def t4_table(rows):
         est_s = fmt_ms(est) if finite(est) else "–"
         return [variant_label(r), fmt_ms(r["time_ms"]), unit_name[key], fmt_ms(floor), est_s, tp_s]
 
+    groups = group_by_problem(rows)
+    if len(groups) > T4_COMPACT_PROBLEMS:  # one line per problem, the variants across: the page stays short
+        return "\n".join(out + t4_compact(groups)).rstrip()
     measured = f"measured ({rows[0]['gpu'].split(' ')[1]})"
     out += markdown_tables(rows, lambda rs: ["variant", measured, "T4 roof", "T4 floor", "T4 estimate",
                                              f"T4 {rs[0]['unit']} (estimate)"], "|---|---:|---|---:|---:|---:|", cells)
     return "\n".join(out).rstrip()
+
+
+# A stage with more problems than this gets its T4 prediction as one table: a line per problem.
+T4_COMPACT_PROBLEMS = 4
+
+
+def t4_compact(groups):
+    """The T4 estimates of many problems in one table per family of problems (those whose variants are the same
+    kernels: stage 05's softmax and LayerNorm are two): a line per problem, a column per variant (the time each is
+    estimated to take on a T4, "–" where it does not run), and the problem's floor at the T4's roof."""
+    families = []  # [{variant label: its name}, [(problem, size, rows)]]
+    for (problem, size), rs in groups.items():
+        names = {variant_label(r): r["name"] for r in rs}
+        for fam in families:
+            if all(fam[0].get(v, n) == n for v, n in names.items()):
+                fam[0].update(names)
+                fam[1].append((problem, size, rs))
+                break
+        else:
+            families.append([dict(names), [(problem, size, rs)]])
+    out = ["Estimated time on a T4 for each problem and variant (the floor: the problem's work at the T4's roof):"]
+    for names, problems in families:
+        variants = sorted(names, key=lambda v: (0, int(v[1:])) if re.fullmatch(r"v\d+", v) else (1, 0))
+        out += ["", "| problem | T4 floor | " + " | ".join(variants) + " |",
+                "|---|---:|" + "---:|" * len(variants)]
+        for problem, size, rs in problems:
+            preds = {variant_label(r): t4_prediction(r) for r in rs}
+            floors = [p[0] for p in preds.values() if p]
+            cells = ["–" if not preds.get(v) or not finite(preds[v][1]) else fmt_ms(preds[v][1]) for v in variants]
+            floor = fmt_ms(min(floors)) if floors else "–"
+            out.append(f"| {problem}, {size} | {floor} | " + " | ".join(cells) + " |")
+    return out
 
 
 # Stages whose README line names the best of more than the first problem: the
@@ -799,19 +834,31 @@ def ncu_table(num, kernels=None):
 
 
 def gallery():
-    """The gallery page's list: each stage's images, for every GPU that has its results, in stage order."""
+    """The gallery page's list: each stage's figures once, from the newest GPU that has its results (the preferred
+    one where it has them), each captioned with what it shows; the other GPUs' images stay beside the CSVs."""
     out = []
     for num, folder, idea in STAGES:
         gpus = sorted({gpu for gpu, stage, _ in result_sets(RESULTS) if stage == num},
                       key=lambda g: g != PREFERRED_GPU)
         if not gpus:
             continue
+        gpu = gpus[0]
+        name = next((read_csv(path)[0]["gpu"] for g, stage, path in result_sets(RESULTS) if g == gpu and stage == num),
+                    gpu)
+        against = {"03": "each variant against cuBLAS", "04": "each variant against cuBLASLt",
+                   "06": "each variant against the unfused cuBLAS + softmax peer",
+                   "10": "tokens per second of each decode variant against the decode roof"}.get(
+                       num, "each variant's bandwidth as a fraction of the copy roof")
+        figures = [(image_name(num, gpu), f"Stage {num} on the {name}: {against}")]
+        if num == "10":
+            figures.append((f"stage10_serving_{gpu}.png",
+                            f"Stage 10 on the {name}: serving 1 to 64 sequences, tokens per second against each roof"))
+        figures.append((roofline_name(num, gpu), f"Stage {num} on the {name}: each variant on the roofline "
+                                                  "(FLOPs per byte it must move, FLOP/s reached)"))
         out += [f"## Stage {num}: {idea}", "", f"[The stage's page](../stages/{folder}/README.md)", ""]
-        for gpu in gpus:
-            extra = [f"stage10_serving_{gpu}.png"] if num == "10" else []
-            for image in [image_name(num, gpu)] + extra + [roofline_name(num, gpu)]:
-                if os.path.exists(os.path.join(IMAGES, image)):
-                    out += [f"![Stage {num}, {gpu}](../plots/images/{image})", ""]
+        for image, caption in figures:
+            if os.path.exists(os.path.join(IMAGES, image)):
+                out += [f"![{caption}](../plots/images/{image})", ""]
     return "\n".join(out).rstrip()
 
 

@@ -156,11 +156,10 @@ static int runs_here(const wb_device *dev, const gemm_variant *v)
     return wb_device_has_cc(dev, v->min_cc / 10, v->min_cc % 10);
 }
 
-/** Default mode: every variant of each precision measured, then reported with its peer as the roof. */
-static int bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, int K)
+/** Default mode: every variant of each precision measured on M×N×K, then reported with its peer as the roof. */
+static void bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, int K, wb_report *report)
 {
-    wb_report rep;
-    wb_report_begin(&rep, "stage03", dev->name, stdout);
+    wb_report *rep = report;
     char size[64];
     snprintf(size, sizeof size, "%dx%dx%d", M, N, K);
     double flops = 2.0 * M * (double)N * K;
@@ -193,11 +192,10 @@ static int bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, 
         }
         for (int i = 0; i < n; ++i) { /* the roof of a compute-bound stage is the peer, measured in this run */
             rows[i].peer = peer;
-            wb_report_add(&rep, &rows[i]);
+            wb_report_add(rep, &rows[i]);
         }
         problem_free(&p);
     }
-    return wb_report_finish(&rep, opt->csv);
 }
 
 /** --check: every variant, twice, on shapes around every tile size, primes, tall and skinny. */
@@ -240,10 +238,10 @@ static int check_sweep(const wb_device *dev, const wb_common_opts *opt)
 /** @brief Parse arguments, open the GPU (or exit 77), then --check or the timed tables. */
 int main(int argc, char **argv)
 {
-    long long size[3] = {4096, 4096, 4096};
+    long long size[3] = {0, 0, 0}; /* not given: the two default shapes below */
     const wb_option extra[] = {
-        {"--size", "M N K", "C (MxN) = A (MxK) · B (KxN), row-major (default 4096 4096 4096)", WB_OPT_INT, size, 3, 1,
-         65536, NULL},
+        {"--size", "M N K", "C (MxN) = A (MxK) · B (KxN), row-major (default: 4096 4096 4096, then 8192 768 3072)",
+         WB_OPT_INT, size, 3, 1, 65536, NULL},
     };
     const wb_program prog = {"stage03_gemm", "Stage 03: matrix multiplication C = A·B (row-major), fp32 and fp16.",
                              variant_ids, variant_help, NULL};
@@ -260,10 +258,21 @@ int main(int argc, char **argv)
     if (opt.check) {
         ok = check_sweep(&dev, &opt);
     } else {
-        printf("stage03_gemm: C = A·B, M=%lld N=%lld K=%lld (row-major)\n", size[0], size[1], size[2]);
+        /* The default shapes: the square 4096³, and GPT-2's MLP down-projection at 8192 tokens (8192×768×3072): few
+         * tiles of C (192 of 128×256 for 132 SMs) and a deep K, where the last wave and the tile shape decide */
+        static const int default_shapes[][3] = {{4096, 4096, 4096}, {8192, 768, 3072}};
+        const int given = size[0] > 0, n_shapes = given ? 1 : 2;
+        wb_report rep;
+        wb_report_begin(&rep, "stage03", dev.name, stdout);
         wb_device_print(&dev, stdout);
         printf("roof for this stage: the cuBLAS peer of each precision, measured in this run\n");
-        ok = bench(&dev, &opt, (int)size[0], (int)size[1], (int)size[2]);
+        for (int s = 0; s < n_shapes; ++s) {
+            int M = given ? (int)size[0] : default_shapes[s][0], N = given ? (int)size[1] : default_shapes[s][1],
+                K = given ? (int)size[2] : default_shapes[s][2];
+            printf("\nstage03_gemm: C = A·B, M=%d N=%d K=%d (row-major)\n", M, N, K);
+            bench(&dev, &opt, M, N, K, &rep);
+        }
+        ok = wb_report_finish(&rep, opt.csv);
     }
     gemm_release();
     wb_device_close(&dev);

@@ -49,8 +49,13 @@ __global__ void paged_decode_exercise(decode_problem p)
      *     int row = blockIdx.x * EX_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
      *     if (row >= p.B * p.Hq) return;
      *     int b = row / p.Hq, h = row % p.Hq, kv_head = h / (p.Hq / p.Hkv);
-     * q, the pools and o are __half (p.q, p.k_pool, p.v_pool, p.o); p.block_tables and
-     * p.lens are ints. Then the walk over the context, and o. */
+     * decode_problem (kernels.h) holds the tensors as untyped pointers, since the variants also take fp32: this slot
+     * takes fp16, so cast them:
+     *     const __half *q = (const __half *)p.q, *k = (const __half *)p.k_pool, *v = (const __half *)p.v_pool;
+     *     __half *o = (__half *)p.o;
+     * p.block_tables and p.lens are ints; __half2float() and __float2half() convert. A lane holds o for the
+     * dimensions lane, lane + 32, ... in registers: at most 4 (the launcher takes d <= 128). Then the walk over
+     * the context, and o. */
 }
 
 extern "C" const char *decode_exercise(const decode_problem *p)
@@ -58,6 +63,7 @@ extern "C" const char *decode_exercise(const decode_problem *p)
     if (!EXERCISE_WRITTEN) return WB_EXERCISE_NOT_WRITTEN;
     if (p->dtype != WB_F16) return "takes fp16";
     if (p->B < 1 || p->Hq < 1 || p->Hkv < 1 || p->Hq % p->Hkv || p->d < 1) return "needs B, Hq, Hkv, d >= 1, Hq % Hkv == 0";
+    if (p->d > 128) return "needs d <= 128 (a lane holds at most 4 dimensions of o)";
     unsigned blocks = (unsigned)((p->B * p->Hq + EX_WARPS - 1) / EX_WARPS);
     paged_decode_exercise<<<blocks, 32 * EX_WARPS>>>(*p);
     WB_CHECK_LAUNCH("paged_decode_exercise");

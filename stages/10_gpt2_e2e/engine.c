@@ -130,8 +130,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
                                                            : NULL;
     e->merged_step = variant == 6 ? gpt2_step_merged : variant == 7 ? gpt2_step_tagged : NULL;
     e->merged_step_smem = variant == 6 ? gpt2_step_merged_smem : variant == 7 ? gpt2_step_tagged_smem : NULL;
-    const char *prefetch = getenv("WB_STAGE10_L2_PREFETCH"); /* the page's experiment: 0, 1 or 2 linears ahead */
-    e->l2_prefetch = prefetch ? atoi(prefetch) : 1;
+    e->l2_prefetch = 1; /* v3 asks L2 for the next linear's weights (0 or 2 ahead measured no different: the page) */
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
 
     /* weights: matrices in the engine's precision, LayerNorm and biases fp32; wte also transposed for the LM head */

@@ -45,8 +45,12 @@ __global__ void decode_linear_exercise(decode_linear_args a)
     /* Your code. The normalised rows and the warp:
      *     extern __shared__ float xn[];   (a.M rows of a.K floats)
      *     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-     * x, w_t and y are float (a.x, a.w_t, a.y); outputs n = blockIdx.x·EX_WARPS + warp,
-     * then + gridDim.x·EX_WARPS, ... up to a.N. */
+     * decode_linear_args (kernels.h) holds x, w_t and y as untyped pointers, since v2 also takes fp16: this slot
+     * takes fp32, so cast them:
+     *     const float *x = (const float *)a.x, *w_t = (const float *)a.w_t;
+     *     float *y = (float *)a.y;
+     * a.ln_w, a.ln_b and a.bias are const float * (ln_w NULL: no LayerNorm; bias NULL: none). Outputs
+     * n = blockIdx.x·EX_WARPS + warp, then + gridDim.x·EX_WARPS, ... up to a.N. */
 }
 
 extern "C" const char *gpt2_decode_linear_exercise(wb_dtype dtype, const decode_linear_args *a)
