@@ -22,7 +22,7 @@ shift
 BUILD=${BUILD:-build}
 NCU=${NCU:-ncu}
 declare -A PROFILED=([01]="v1 v2 v3 v4" [02]="v2 v3 v4 v6" [03]="v3 v4 v5 v7 v8 v9" [04]="v1 v3" [05]="v2 v3 v4 v5"
-                     [06]="v1 v3 v4 v7" [07]="v1 v2 v3" [08]="v1 v2" [09]="v2 v3 v5 v7" [10]="v1 v2")
+                     [06]="v1 v3 v4 v7" [07]="v1 v2 v3" [08]="v1 v2" [09]="v2 v3 v5 v6 v7" [10]="v1 v2")
 exe=$(ls "$BUILD"/bin/stage"${stage}"_* 2>/dev/null | head -1)
 [[ -x $exe ]] || { echo "no $BUILD/bin/stage${stage}_*: build it first"; exit 2; }
 variants=("$@")
