@@ -19,6 +19,7 @@ import csv
 import functools
 import glob
 import io
+import math
 import os
 import re
 import shutil
@@ -172,6 +173,7 @@ def draw(results_dir, out_dir):
                 ax.axvline(1.0, color="#c0392b", linestyle="--", linewidth=1)
                 ax.set_xscale("log")
                 ax.set_xlim(min(0.5, 0.5 * min(r["x_peer"] for r in rs)), 4 * max(1.0, max(r["x_peer"] for r in rs)))
+                ax.xaxis.set_minor_formatter(plt.NullFormatter())  # a narrow range labels its minor ticks: they collide
                 ax.set_xlabel("× the library peer, same run (log scale; dashed line: the peer)", fontsize=8)
             elif has_roof:  # bars in % of the roof, the roof a dashed line at 100
                 bars = ax.barh(list(y), [r["pct_roof"] for r in rs], color=colors)
@@ -204,8 +206,9 @@ def draw(results_dir, out_dir):
             what = "× cuBLASLt with its GELU_BIAS epilogue, same run"
         else:
             what = "× the cuBLAS peer, same run"
-        fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — {what}", fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (sum(heights) + 0.6)))
+        height = sum(heights) + 0.6
+        fig.suptitle(f"Stage {stage} on {rows[0]['gpu']} — {what}", fontsize=10, y=1 - 0.1 / height)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height))  # room for the title line, no blank band under it
         target = os.path.join(out_dir, image_name(stage, gpu_slug))
         fig.savefig(target, dpi=110)
         plt.close(fig)
@@ -273,8 +276,16 @@ def draw_roofline(plt, rows, stage, gpu_slug, results_dir, out_dir):
         ax.plot(x, y, "-", color=color, linewidth=0.8, alpha=0.5)
         ax.scatter(x, y, color=[("#999999" if r["peer"] else color) for r in rs], s=22, zorder=3,
                    label=textwrap.shorten(f"{problem}, {size}", 70))
-        for r, xi, yi in zip(rs, x, y):
-            ax.annotate(r["variant"], (xi, yi), textcoords="offset points", xytext=(4, 3), fontsize=7, color=color)
+        # points closer than 12% in FLOP/s share one label ("v10-v14, cublas-h"): their labels would overprint
+        clusters = []
+        for r, xi, yi in sorted(zip(rs, x, y), key=lambda t: t[2]):
+            if clusters and yi < clusters[-1][2] * 1.12 and abs(math.log10(xi / clusters[-1][1])) < 0.05:
+                clusters[-1][0].append(r["variant"])
+                clusters[-1][2] = yi
+            else:
+                clusters.append([[r["variant"]], xi, yi])
+        for names, xi, yi in clusters:
+            ax.annotate(", ".join(names), (xi, yi), textcoords="offset points", xytext=(4, 3), fontsize=7, color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
