@@ -573,7 +573,7 @@ def stage10_t4_table(rows):
     out = ["**Predicted, not measured.** A decode step reads every weight once; on a T4 (320 GB/s) that alone takes "
            "1.55 ms in fp32, 0.78 ms in fp16. Batch 1-8 steps are bound by launches and latency beside it: the estimate "
            f"is the T4's weight streaming plus the time the {rows[0]['gpu']} step took beyond its own streaming. v1-v3 "
-           "run on a T4 in both precisions (fp16's prefill on stage 04's v13, the WMMA linear); v4-v7 need sm_90 (the "
+           "run on a T4 in both precisions (fp16's prefill on stage 04's v5, the WMMA linear); v4-v7 need sm_90 (the "
            "copy engine).", "",
            "| variant | precision | " + " | ".join(h for _, h in STAGE10_DECODE) + " |",
            "|---|---|" + "---:|" * len(STAGE10_DECODE)]
@@ -604,7 +604,7 @@ MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "t
 # Variants that need more than sm_75 (each stage's table of variants says so:
 # min_cc): they do not run on a T4 at all.
 NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90"},
-               "04": {"v4": "sm_80", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90"},
+               "04": {"v6": "sm_80", "v7": "sm_90", "v8": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90"},
                "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v4": "sm_90", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90"}}
 # GPT-2 124M (stage 10): parameters, all streamed once per decode step.
 GPT2_124M_PARAMS = 124_439_808
@@ -621,7 +621,7 @@ def compute_unit(stage, problem, variant):
 
 def needs_newer(r):
     """What a row's variant needs beyond sm_75, or None: the stage's table of variants (stage 10's fp16 prefill
-    takes stage 04's v13, the WMMA linear, on a T4)."""
+    takes stage 04's v5, the WMMA linear, on a T4)."""
     stage = r["stage"][-2:]
     if stage == "10" and r["problem"].startswith("decode linear alone"):
         return None

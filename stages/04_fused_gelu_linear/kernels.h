@@ -58,56 +58,44 @@ extern const int linear_variant_count;
 const char *linear_unfused_epilogue(const linear_args *a);
 
 /**
- * @brief v5: bias + GELU in the epilogue of stage 03's Hopper GEMM (v10), fp16.
+ * @brief v7: bias + GELU in the epilogue of stage 03's Hopper GEMM (its v10), fp16.
  *        Built for sm_90a in a library of its own (kernels_sm90.cu); refuses any GPU
  *        but compute capability 9.0.
  */
-const char *linear_v5_wgmma(const linear_args *a);
+const char *linear_v7_wgmma(const linear_args *a);
 
 /**
- * @brief v6: v5 on stage 03's v11, the persistent Hopper GEMM (one block per SM
+ * @brief v8: v7 on stage 03's v11, the persistent Hopper GEMM (one block per SM
  *        walks the tiles; the next tile's loads run during this one's epilogue).
- *        fp16, sm_90a only, in the same library as v5.
+ *        fp16, sm_90a only, in the same library as v7.
  */
-const char *linear_v6_wgmma_persistent(const linear_args *a);
+const char *linear_v8_wgmma_persistent(const linear_args *a);
 
 /**
- * @brief v7: v5 on stage 03's v12: bias and GELU applied to the accumulators in
- *        registers, the fp16 tile written once to shared memory and stored by TMA
- *        while the next tile's wgmma run. fp16, sm_90a only, in the same library as v5.
+ * @brief v9: the epilogue on stage 03's v13: bias and GELU applied to the accumulators
+ *        in registers, the fp16 tile stored by TMA while the next tile's wgmma run, a
+ *        half-empty last wave of tiles split along K; each tile's bias staged in shared
+ *        memory (one load per consumer thread before the tile's mainloop), so the
+ *        epilogue reads the 64 columns a thread owns at shared-memory latency instead of
+ *        waiting on L1/L2 64 times. fp16, sm_90a only, in the same library as v7.
  */
-const char *linear_v7_wgmma_tma_store(const linear_args *a);
+const char *linear_v9_staged_bias(const linear_args *a);
 
 /**
- * @brief v9: v7 on stage 03's v13, which cuts the tiles of a last wave that is at
- *        most half full into pieces of K, so that wave keeps every SM busy.
- *        fp16, sm_90a only, in the same library as v5.
- */
-const char *linear_v9_wgmma_split_tail(const linear_args *a);
-
-/**
- * @brief v10: v9 with each tile's bias staged in shared memory: one load per
- *        consumer thread before the tile's mainloop, so the epilogue reads the 64
- *        columns a thread owns at shared-memory latency instead of waiting on L1/L2
- *        64 times. fp16, sm_90a only, in the same library as v5.
- */
-const char *linear_v10_staged_bias(const linear_args *a);
-
-/**
- * @brief v11: v10 with GELU's tanh form on the hardware's tanh (one special-function
+ * @brief v10: v9 with GELU's tanh form on the hardware's tanh (one special-function
  *        instruction per element instead of two; absolute error up to about
- *        2.4e-4·|x|). The erf form and no activation run v10. fp16, sm_90a only.
+ *        2.4e-4·|x|). The erf form and no activation run v9. fp16, sm_90a only.
  */
-const char *linear_v11_hw_tanh(const linear_args *a);
+const char *linear_v10_hw_tanh(const linear_args *a);
 
 /**
- * @brief v12: v11 on stage 03's v14, which takes 192×128 tiles where their waves
+ * @brief v11: v10 on stage 03's v14, which takes 192×128 tiles where their waves
  *        end sooner than 128×256 ones (the deep 8192×768 output: 2 waves of 3/4 a
  *        wide tile's time instead of 2 whole ones). sm_90a.
  */
-const char *linear_v12_tile_from_waves(const linear_args *a);
+const char *linear_v11_tile_from_waves(const linear_args *a);
 
-/** @brief Free the Hopper library's workspace (v9's and v10's partial tiles); linear_release calls it. */
+/** @brief Free the Hopper library's workspace (v9's to v11's partial tiles); linear_release calls it. */
 void linear_sm90_release(void);
 
 /**

@@ -103,10 +103,10 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     int C = c->C, V = c->vocab, L = c->n_layer, H = c->n_head, d = C / H;
     int cc;
     wb_current_gpu(&cc, NULL);
-    /* the kernels: stage 04's fused linear (fp32: v8, split-K where the tiles fill under two waves, as at 32 rows;
-     * fp16: v5, the Hopper GEMM, on a compute capability 9.0 GPU, v4 on sm_80, v13 (WMMA) on the T4),
+    /* the kernels: stage 04's fused linear (fp32: v4, split-K where the tiles fill under two waves, as at 32 rows;
+     * fp16: v7, the Hopper GEMM, on a compute capability 9.0 GPU, v6 on sm_80, v5 (WMMA) on the T4),
      * stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
-    e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v5" : cc >= 80 ? "v4" : "v13") : "v8", dtype);
+    e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v7" : cc >= 80 ? "v6" : "v5") : "v4", dtype);
     e->layernorm_variant = 2;
     e->attention_variant = find_attention(dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
     e->decode_variant = 2;
