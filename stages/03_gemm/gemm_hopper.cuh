@@ -640,7 +640,7 @@ struct TileUnits {
  * and runs the epilogue, and resets the counter for the next launch — stage 09's
  * "last block merges".
  *
- * **Staged column terms (STAGE_COLUMNS, stage 04's v10).** In the accumulator
+ * **Staged column terms (STAGE_COLUMNS, stage 04's v9).** In the accumulator
  * layout a thread owns 64 of the tile's 256 columns, so an epilogue that loads
  * something per column (a bias) makes 64 loads per tile, and with 128 registers
  * holding accumulators the compiler cannot issue them ahead: each waits on L1/L2
@@ -692,7 +692,7 @@ __global__ void __launch_bounds__(T::THREADS, 1)
         int tile, part, k_begin, k_end;
         work.unit(u, &tile, &part, &k_begin, &k_end);
         int tile_row = tile / work.tiles_n * T::BM, tile_col = tile % work.tiles_n * T::BN;
-        float column_term = 0.0f; /* stage 04's v10: column tile_col + ct's bias, loaded while the mainloop runs */
+        float column_term = 0.0f; /* stage 04's v9: column tile_col + ct's bias, loaded while the mainloop runs */
         if constexpr (STAGE_COLUMNS)
             if (column_owner && tile_col + ct < N) column_term = epi.column_term(tile_col + ct);
         float acc[T::ACC];
@@ -793,7 +793,7 @@ static size_t tail_partials_bytes = 0, tail_counters_bytes = 0;
  *
  * v13 splits the last wave when it is at most half full: with r tiles left over
  * after the whole waves, each is cut into min(4, SMs / r, k-tiles) parts.
- * STAGE_COLUMNS (stage 04's v10) stages the epilogue's per-column terms in shared
+ * STAGE_COLUMNS (stage 04's v9) stages the epilogue's per-column terms in shared
  * memory; the epilogue must then have `column_term(column)` and `finish(value, term)`.
  * @return NULL, or why it cannot take the shape or the GPU
  */

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(256) sgemm_warptile_double_buffer(const float 
                                                                     int N, int K, int k_chunk, Epilogue epi)
 {
     constexpr int BM = 128, BN = 128, BK = 8;
-    /* split-K (stage 04's v8): block z sums only K's chunk z and writes its own M×N slice of C; one chunk, the
+    /* split-K (stage 04's v4): block z sums only K's chunk z and writes its own M×N slice of C; one chunk, the
      * whole K, is plain v7 */
     int k_begin = blockIdx.z * k_chunk, k_end = min(K, k_begin + k_chunk);
     C += (long long)blockIdx.z * M * N;

@@ -3,8 +3,8 @@
  * @brief The fused epilogue — bias and GELU applied to an accumulator on its way
  *        out — and the activations it and the elementwise kernels share.
  *
- * Included by kernels.cu (v1–v4, the peers' bias+GELU kernel) and by kernels_sm90.cu
- * (v5–v7, v9, v10, on stage 03's Hopper GEMMs, built for sm_90a alone).
+ * Included by kernels.cu (v1–v6, the peers' bias+GELU kernel) and by kernels_sm90.cu
+ * (v7–v11, on stage 03's Hopper GEMMs, built for sm_90a alone).
  */
 #ifndef STAGE04_BIAS_GELU_CUH
 /** @brief Include guard. */
@@ -35,7 +35,7 @@ static __device__ __forceinline__ float gelu_tanh(float x)
 }
 
 /**
- * @brief GELU, tanh approximation, with the hardware's tanh (sm_75+, stage 04's v11):
+ * @brief GELU, tanh approximation, with the hardware's tanh (sm_75+, stage 04's v10):
  *        h + h·tanh(u), h = x/2 — 6 instructions, one of them on the special-function unit.
  *
  * PTX documents `tanh.approx.f32`'s error as about 2^-11, and near GELU's negative
@@ -67,7 +67,7 @@ static __device__ __forceinline__ float activate(int kind, float v)
  */
 /**
  * @brief What the epilogues have in common: the bias, and a column's term of it as a GEMM
- *        that stages the tile's terms in shared memory (v10, v11) loads it, once per tile.
+ *        that stages the tile's terms in shared memory (v9–v11) loads it, once per tile.
  */
 struct ColumnBias {
     const float *bias; /**< N entries, or NULL */
@@ -75,7 +75,7 @@ struct ColumnBias {
     __device__ __forceinline__ float column_term(int column) const { return bias ? __ldg(bias + column) : 0.0f; }
 };
 
-/** @brief The fused epilogue of v3–v10 (see above). */
+/** @brief The fused epilogue of v3–v9 (see above). */
 template <int KIND>
 struct BiasGelu : ColumnBias {
     /** @brief GELU(value + bias[column]). */
@@ -84,7 +84,7 @@ struct BiasGelu : ColumnBias {
         if (bias) value += __ldg(bias + column);
         return activate(KIND, value);
     }
-    /** @brief The same in two steps, for a GEMM that stages the tile's terms (v10): GELU(value + term),
+    /** @brief The same in two steps, for a GEMM that stages the tile's terms (v9): GELU(value + term),
      *         term = column_term(column) from shared memory. */
     __device__ __forceinline__ float finish(float value, float term) const { return activate(KIND, value + term); }
 };
@@ -102,7 +102,7 @@ static const char *with_bias_gelu(gelu_kind gelu, const float *bias, F f)
 }
 
 /**
- * @brief v11's epilogue: BiasGelu<GELU_TANH> with the hardware's tanh (gelu_tanh_hw),
+ * @brief v10's and v11's epilogue: BiasGelu<GELU_TANH> with the hardware's tanh (gelu_tanh_hw),
  *        for a GEMM that stages the tile's bias (column_term / finish only).
  */
 struct BiasGeluHwTanh : ColumnBias {

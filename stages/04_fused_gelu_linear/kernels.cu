@@ -160,7 +160,7 @@ __global__ void splitk_sum_bias_gelu(const float *partials, int splits, float *y
 #define SPLIT_K_MIN_CHUNK 512
 
 /**
- * @brief How many chunks to cut K into for v7's 128×128 tiles on this GPU.
+ * @brief How many chunks to cut K into for stage 03's v7 (128×128 tiles) on this GPU.
  *
  * The blocks run in waves of `slots` = SMs × blocks per SM; a grid of n tiles takes
  * ⌈n / slots⌉ waves, each as long as one tile's K loop. With S chunks the grid has
