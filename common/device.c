@@ -3,7 +3,6 @@
 
 #include "cuda_check.h"
 #include "fp16.h"
-#include "timing.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,40 +59,6 @@ void wb_device_close(wb_device *dev)
 int wb_device_has_cc(const wb_device *dev, int major, int minor)
 {
     return dev->cc_major > major || (dev->cc_major == major && dev->cc_minor >= minor);
-}
-
-/** @brief One device-to-device copy, the work the roof measurement times. */
-typedef struct {
-    void *dst;        /**< destination */
-    const void *src;  /**< source */
-    size_t bytes;     /**< bytes copied */
-} copy_job;
-
-static const char *run_copy(void *ctx)
-{
-    copy_job *job = (copy_job *)ctx;
-    WB_CUDA_CHECK(cudaMemcpyAsync(job->dst, job->src, job->bytes, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
-    return NULL;
-}
-
-double wb_measure_copy_bandwidth(wb_device *dev)
-{
-    size_t bytes = (size_t)256 << 20;
-    if (8 * dev->l2_bytes > bytes) bytes = 8 * dev->l2_bytes;
-    size_t free_b = 0, total_b = 0;
-    WB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    while (bytes > ((size_t)16 << 20) && 2 * bytes > free_b / 2) bytes /= 2;
-    copy_job job;
-    job.bytes = bytes;
-    job.src = wb_device_alloc(bytes, "copy-roof source");
-    job.dst = wb_device_alloc(bytes, "copy-roof destination");
-    WB_CUDA_CHECK(cudaMemset((void *)job.src, 0x3c, bytes)); /* not zeros: measure real data */
-    wb_timing t;
-    wb_time_runs(dev, run_copy, &job, 3, 20, &t);
-    WB_CUDA_CHECK(cudaFree(job.dst));
-    WB_CUDA_CHECK(cudaFree((void *)job.src));
-    dev->copy_gbps = 2.0 * (double)bytes / (t.median_ms * 1e-3) / 1e9;
-    return dev->copy_gbps;
 }
 
 void wb_device_print(const wb_device *dev, FILE *out)

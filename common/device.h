@@ -63,13 +63,6 @@ void wb_device_close(wb_device *dev);
 /** @brief 1 when the device's compute capability is at least major.minor. */
 int wb_device_has_cc(const wb_device *dev, int major, int minor);
 
-/**
- * @brief Measure the device-to-device copy bandwidth (GB/s, bytes read + written),
- *        store it in dev->copy_gbps and return it. Median of 20 copies of
- *        max(256 MiB, 8 × L2), fewer bytes if memory is short.
- */
-double wb_measure_copy_bandwidth(wb_device *dev);
-
 /** @brief Print a two-line description of the device and its measured roof. */
 void wb_device_print(const wb_device *dev, FILE *out);
 

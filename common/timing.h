@@ -55,6 +55,13 @@ typedef const char *(*wb_run_fn)(void *ctx);
  */
 const char *wb_time_runs(const wb_device *dev, wb_run_fn fn, void *ctx, int warmup, int runs, wb_timing *out);
 
+/**
+ * @brief The roof of the memory-bound stages: the device-to-device copy bandwidth (GB/s, bytes read + written),
+ *        timed as every kernel is (wb_time_runs), stored in dev->copy_gbps and returned. Median of 20 copies of
+ *        max(256 MiB, 8 × L2), fewer bytes if memory is short.
+ */
+double wb_measure_copy_bandwidth(wb_device *dev);
+
 /** @brief How long the timer holds the GPU before a run that has no L2 flush ahead of it (ns): longer than the
  *         host takes to queue an event, a few launches and another event. */
 #define WB_HOLD_NS 50000ull

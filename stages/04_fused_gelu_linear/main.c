@@ -22,6 +22,7 @@
 #include "measure.h"
 #include "report.h"
 #include "rng.h"
+#include "timing.h" /* wb_measure_copy_bandwidth: the roof */
 
 /** @brief Products larger than this many multiply-adds are checked on a sample of rows. */
 #define FULL_CHECK_MAX_MACS (1LL << 27)

@@ -21,6 +21,7 @@
 #include "report.h"
 #include "rng.h"
 #include "softmax.h"
+#include "timing.h" /* wb_measure_copy_bandwidth: the roof */
 
 /** @brief GPT-2's LayerNorm epsilon. */
 #define LN_EPS 1e-5f

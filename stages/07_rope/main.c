@@ -21,6 +21,7 @@
 #include "report.h"
 #include "rng.h"
 #include "rope.h"
+#include "timing.h" /* wb_measure_copy_bandwidth: the roof */
 
 static const char *const variant_ids[] = {"v1", "v2", "v3", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */

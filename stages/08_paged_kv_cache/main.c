@@ -21,6 +21,7 @@
 #include "measure.h"
 #include "report.h"
 #include "rng.h"
+#include "timing.h" /* wb_measure_copy_bandwidth: the roof */
 
 static const char *const variant_ids[] = {"v1", "v2", "contig", "ex", NULL};
 /** One line per variant for --help: its idea, what it takes, the hardware it needs. */

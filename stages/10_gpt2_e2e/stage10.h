@@ -1,7 +1,7 @@
 /**
  * @file stages/10_gpt2_e2e/stage10.h
- * @brief What stage 10's program files share: its variants, the
- *        (variant, precision) cases a run chooses, and the bench.
+ * @brief What stage 10's program files share: its variants (variants.c), the
+ *        (variant, precision) cases a run chooses, and the bench (bench.c).
  */
 #ifndef STAGE10_H
 #define STAGE10_H
@@ -18,6 +18,8 @@ enum { N_VARIANTS = 7, EXERCISE_VARIANT = N_VARIANTS };
 extern const char *const variant_ids[];
 /** @brief One line each for the tables: what it adds. */
 extern const char *const variant_what[];
+/** @brief One line each for --help: the idea, the hardware, the problems it takes. */
+extern const char *const variant_help[];
 
 /** @brief One (variant, precision) pair the program runs. */
 typedef struct {
