@@ -1,5 +1,5 @@
 /**
- * @file stages/10_gpt2_e2e/safetensors.c
+ * @file stages/10_gpt2_e2e/host/safetensors.c
  * @brief The safetensors reader (see safetensors.h): a JSON parser for the
  *        header's subset, then the checks of every tensor against the data.
  *        Self-contained C (no CUDA), so the fuzz target builds it alone.

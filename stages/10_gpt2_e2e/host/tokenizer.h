@@ -1,5 +1,5 @@
 /**
- * @file stages/10_gpt2_e2e/tokenizer.h
+ * @file stages/10_gpt2_e2e/host/tokenizer.h
  * @brief GPT-2's byte-level BPE tokenizer in C: encode text to token ids and
  *        decode ids to text, from the `vocab.json` and `merges.txt` of a
  *        Hugging Face download.

@@ -1,5 +1,5 @@
 /**
- * @file stages/10_gpt2_e2e/model.h
+ * @file stages/10_gpt2_e2e/host/model.h
  * @brief GPT-2's weights on the host: bound from a Hugging Face
  *        `model.safetensors` (checked tensor by tensor), or made at random
  *        (deterministic, for tests and for benchmarks without a download).

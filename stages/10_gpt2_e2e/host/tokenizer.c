@@ -1,5 +1,5 @@
 /**
- * @file stages/10_gpt2_e2e/tokenizer.c
+ * @file stages/10_gpt2_e2e/host/tokenizer.c
  * @brief GPT-2's byte-level BPE (see tokenizer.h): the byte map, two hash
  *        tables (token bytes → id, pair → merge rank), the pre-tokenizer and the
  *        merge loop.

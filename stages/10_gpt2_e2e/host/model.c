@@ -1,5 +1,5 @@
 /**
- * @file stages/10_gpt2_e2e/model.c
+ * @file stages/10_gpt2_e2e/host/model.c
  * @brief Binding GPT-2's weights (see model.h).
  */
 #include "model.h"

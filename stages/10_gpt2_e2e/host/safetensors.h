@@ -1,5 +1,5 @@
 /**
- * @file stages/10_gpt2_e2e/safetensors.h
+ * @file stages/10_gpt2_e2e/host/safetensors.h
  * @brief Reading a safetensors file (Hugging Face's weight format) in C, as
  *        untrusted input.
  *
