@@ -313,14 +313,14 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             const int v = cases[k].v;
             const wb_dtype dtype = cases[k].dtype;
             gpt2_engine e;
-            const char *why = engine_init(&e, m, dtype, v + 1, SERVE_MAX_SEQS, PB * T);
+            const char *why = engine_init(&e, m, dtype, &decode_paths[v], SERVE_MAX_SEQS, PB * T);
             if (why) {
                 printf("%s %s: skipped: %s\n", variant_ids[v], wb_dtype_name(dtype), why);
                 continue;
             }
             const double limit1 = decode_limit(dev, m, dtype, 1, context), limit8 = decode_limit(dev, m, dtype, PB, PB * context);
             double ms;
-            if (v == 0) { /* prefill is v1's in every variant */
+            if (v == 0) { /* prefill is v1's in every variant: timed with the first */
                 snprintf(size, sizeof size, "B%d x T%d", PB, T);
                 ms = time_prefill(&e, PB, T, tokens, 3);
                 double peer = hf ? (dtype == WB_F16 ? hf->prefill_fp16 : hf->prefill_fp32) : 0;
@@ -333,14 +333,14 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             e.use_graphs = 1;
             ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
             add_row(&rep, "greedy decode, batch 1, CUDA graph", dtype, size, v, ms, 1.0, limit1, 0);
-            if (v >= 2) { /* the persistent step, its tokens fed back on the GPU */
+            if (decode_paths[v].step) { /* the persistent step, its tokens fed back on the GPU */
                 ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 1);
                 add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1, 0);
             }
             snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
             ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
             add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8, 0);
-            if (v >= 2) {
+            if (decode_paths[v].step) {
                 ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
                 add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB, limit8, 0);
             }
@@ -348,7 +348,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             engine_profile pp = {0}, pd = {0};
             printf("%s %s, where the time goes (each kind of kernel synchronised, so launch gaps are charged too):\n",
                    variant_ids[v], wb_dtype_name(dtype));
-            if (v == 0) {
+            if (v == 0) { /* the prefill profile once, with the first variant */
                 e.profile = &pp;
                 time_prefill(&e, PB, T, tokens, 1);
                 pp.layernorm /= 2, pp.linear /= 2, pp.attention /= 2, pp.kv_append /= 2, pp.lm_head /= 2, pp.other /= 2;
@@ -357,7 +357,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             }
             time_decode(&e, 1, prompt, 8, tokens, &pd, 0);
             print_profile("decode batch 1, 8 steps", &pd);
-            if (v >= 2) print_traces(&e, prompt, steps, tokens);
+            if (decode_paths[v].step) print_traces(&e, prompt, steps, tokens);
             /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
              * (v2-v7 take batches of up to 8; larger batches take v1's kernels) */
             for (size_t i = 0; i < sizeof serve_batches / sizeof serve_batches[0]; ++i) {

@@ -93,7 +93,7 @@ static size_t step_inputs_at(void *base, int max_seqs, int pages_per_seq, engine
     return (size_t)((char *)(v->tables + (size_t)max_seqs * pages_per_seq) - (char *)base);
 }
 
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int variant, int max_seqs,
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, const decode_path *path, int max_seqs,
                         int max_tokens)
 {
     memset(e, 0, sizeof *e);
@@ -112,24 +112,20 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
     e->decode_variant = 2;
     if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
-    if (variant < 1 || variant > 7) return "the decode variant must be 1..7 (see engine.h)";
+    if (!path) return "no decode variant given (decode_paths[] in variants.c)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "needs sm_75 (stage 04's linears)";
     if (dtype == WB_F16 && d != 64 && d != 128) return "fp16 needs a head dimension of 64 or 128 (stage 06's tensor-core attention)";
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
-    int fused_decode = variant >= 2;
+    int fused_decode = path->fused_linears;
     if (fused_decode && C % 8) return "the fused decode (v2) needs C to be a multiple of 8 (16-byte loads of fp16)";
-    if (variant >= 3 && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v3-v7) needs heads of 64";
-    if (variant >= 4 && cc < 90) return "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies";
-    if (variant >= 6 && dtype != WB_F16) return "attention and proj in one phase (v6, v7) take fp16";
-    e->variant = variant;
+    if (path->step && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v3-v7) needs heads of 64";
+    if (path->min_cc > cc) return path->min_cc_why;
+    if (path->fp16_only && dtype != WB_F16) return "takes fp16 storage only (attention and proj in one phase)";
+    e->path = path;
     e->fused_decode = fused_decode;
     /* the persistent kernel of every step, and v6's or v7's for the steps of 1 sequence they take */
-    e->step = variant == 3 ? gpt2_step_persistent : variant == 4 ? gpt2_step_ring : variant >= 5 ? gpt2_step_ring_head : NULL;
-    e->step_smem = variant == 3 ? gpt2_step_persistent_smem : variant == 4 ? gpt2_step_ring_smem
-                   : variant >= 5                          ? gpt2_step_ring_head_smem
-                                                           : NULL;
-    e->merged_step = variant == 6 ? gpt2_step_merged : variant == 7 ? gpt2_step_tagged : NULL;
-    e->merged_step_smem = variant == 6 ? gpt2_step_merged_smem : variant == 7 ? gpt2_step_tagged_smem : NULL;
+    e->step = path->step, e->step_smem = path->step_smem;
+    e->merged_step = path->one_row_step, e->merged_step_smem = path->one_row_smem;
     e->l2_prefetch = 1; /* v3 asks L2 for the next linear's weights (0 or 2 ahead measured no different: the page) */
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
 
@@ -188,7 +184,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         e->ln1_b[l] = upload_f32(b->ln1_b, (size_t)C, "ln_1 bias");
         e->ln2_w[l] = upload_f32(b->ln2_w, (size_t)C, "ln_2 weight");
         e->ln2_b[l] = upload_f32(b->ln2_b, (size_t)C, "ln_2 bias");
-        if (variant == 7) { /* v7: ln_1 into QKV, ln_2 into fc */
+        if (path->tagged) { /* v7: ln_1 into QKV, ln_2 into fc */
             TRY(upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, dtype, &e->qkv_wt_folded[l],
                                &e->qkv_b_folded[l]));
             TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, dtype, &e->fc_wt_folded[l],
@@ -217,7 +213,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
                                           e->proj_heads[l], NULL};
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
-        if (variant == 7) { /* v7: the same table, QKV's and fc's weights and biases folded */
+        if (path->tagged) { /* v7: the same table, QKV's and fc's weights and biases folded */
             for (int l = 0; l < L; ++l) {
                 t[l].qkv_wt = e->qkv_wt_folded[l], t[l].qkv_b = e->qkv_b_folded[l];
                 t[l].fc_wt = e->fc_wt_folded[l], t[l].fc_b = e->fc_b_folded[l];
@@ -228,14 +224,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int
         free(t);
         e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
     }
-    if (variant == 6) /* every layer's sums of proj's parts (the step zeroes them as it starts) */
+    if (path->proj_sums) /* v6: every layer's sums of proj's parts (the step zeroes them as it starts) */
         e->d_proj_acc = wb_device_alloc((size_t)L * DECODE_PROJ_ACC_ROW(C) * sizeof(long long), "proj's fixed-point sums");
-    if (variant == 7) { /* zeroed once: tag 0 is no step's, and the first step's sums start at zero */
+    if (path->tagged) { /* v7, zeroed once: tag 0 is no step's, and the first step's sums start at zero */
         e->d_tagged = device_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
         e->d_tagged_acc = device_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
         e->d_epoch = device_zeroed(sizeof(unsigned), "steps' counter");
     }
-    if (variant >= 5) { /* v5's split attention; NaN until a split writes its part, so that a part never written shows */
+    if (path->split_attention) { /* v5-v7; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
         WB_CUDA_CHECK(cudaMemset(e->d_att_parts, 0xff, bytes));
@@ -819,7 +815,7 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
         /* a queued v7 step zeroes the keys the step after it raises, as it ends (decode_tagged.cu); steps 0 and 1, and
          * a step after one of another kernel, get the launcher's memset */
-        const int tagged = merged && e->variant == 7;
+        const int tagged = merged && e->path->tagged;
         a.best_zeroed = s >= 2 && e->queued_step_tagged;
         e->queued_step_tagged = tagged;
         TRY(launch_step_kernel(e, &a, merged));

@@ -68,6 +68,37 @@ typedef struct {
  *         worked out and uploaded together. */
 #define ENGINE_QUEUE_STEPS 32
 
+/** @brief A persistent step's launcher (kernels.h: gpt2_step_*): NULL, or why it cannot take the step. */
+typedef const char *(*decode_step_fn)(wb_dtype dtype, const decode_step_args *a);
+/** @brief A persistent step's dynamic shared memory (0: it cannot take the step). */
+typedef size_t (*decode_step_smem_fn)(wb_dtype dtype, const decode_step_args *a);
+
+/**
+ * @brief One decode variant: what it adds and what its engine sets up. The table of them, decode_paths[] (v1 …
+ *        v7, in teaching order), is in variants.c; the program and the bench walk it, and engine_init() reads the
+ *        row it is given, never a variant number.
+ */
+typedef struct {
+    const char *id;                  /**< "v1" … "v7" */
+    const char *what;                /**< one line for the tables: what it adds */
+    const char *help;                /**< one line for --help: the idea, the hardware, the problems it takes */
+    int min_cc;                      /**< compute capability it needs, 10·major + minor (75: a T4) */
+    const char *min_cc_why;          /**< what of that GPU it needs, for the message when the GPU lacks it */
+    int fp16_only;                   /**< 1: fp16 storage only */
+    int fused_linears;               /**< 1: v2's fused decode linears take the steps no persistent kernel takes */
+    decode_step_fn step;             /**< the persistent kernel of every step of 1-8 sequences, or NULL (v1, v2) */
+    decode_step_smem_fn step_smem;   /**< its shared memory */
+    decode_step_fn one_row_step;     /**< the kernel of the steps of 1 sequence whose context one pass of a block's
+                                          warps covers (v6, v7), or NULL: `step` takes them */
+    decode_step_smem_fn one_row_smem; /**< its shared memory */
+    int split_attention;             /**< 1: attention split over the idle blocks at 1-4 rows (v5-v7) */
+    int proj_sums;                   /**< 1: proj's parts summed in fixed point by head (v6) */
+    int tagged;                      /**< 1: rows tagged with the step, the LayerNorms folded into the weights (v7) */
+} decode_path;
+
+/** @brief The decode variants, v1 … v7 in teaching order (variants.c). */
+extern const decode_path decode_paths[];
+
 /** @brief The model on the GPU, its KV cache and its scratch buffers. */
 typedef struct {
     gpt2_config cfg;        /**< sizes */
@@ -139,7 +170,7 @@ typedef struct {
     int decode_variant;       /**< index into stage 09's decode_variants */
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
-    int variant;              /**< the decode path: 1..7, the page's v1..v7 (engine_init) */
+    const decode_path *path;  /**< the decode variant (engine_init): a row of decode_paths[] */
     int fused_decode;         /**< v2-v7: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
                                    takes run v2's fused kernels */
     int dependent_launch;     /**< v2 on sm_90: its kernels start as programmatic dependents of the one before */
@@ -184,15 +215,13 @@ typedef struct {
  * @param e        the engine to fill
  * @param m        the model (host, fp32)
  * @param dtype    storage of matrices, activations and the KV cache
- * @param variant  the decode path, 1..7 (the page's v1..v7): 1 the earlier stages' kernels; 2 the fused decode
- *        linears; 3 the step as one persistent kernel; 4 its weights by the copy engine (sm_90); 5 the LM head
- *        through the ring too, the weights evict-first in L2; 6 attention and proj in one phase at 1 row (fp16); 7
- *        no grid barriers, the rows tagged with the step (fp16). Prefill is v1's in every variant.
+ * @param path     the decode variant, a row of decode_paths[] (variants.c: v1 the earlier stages' kernels … v7
+ *        no grid barriers). Prefill is v1's in every variant.
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
  * @return NULL, or why not (a variant this GPU lacks, out of memory)
  */
-const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, int variant, int max_seqs,
+const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, const decode_path *path, int max_seqs,
                         int max_tokens);
 
 /** @brief Free everything. */

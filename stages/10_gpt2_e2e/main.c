@@ -73,7 +73,7 @@ static int check_model(const gpt2_model *m, const char *model, int v, wb_dtype d
     int V = c->vocab, failed = 0;
     wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
     gpt2_engine e;
-    const char *why = engine_init(&e, m, dtype, v + 1, 8, 3 * c->max_T);
+    const char *why = engine_init(&e, m, dtype, &decode_paths[v], 8, 3 * c->max_T);
     printf("%s (V %d, L %d, H %d, C %d), %s %s: %s:\n", model, V, c->n_layer, c->n_head, c->C, variant_ids[v],
            wb_dtype_name(dtype), variant_what[v]);
     if (why) {
@@ -319,7 +319,7 @@ static int check_long_contexts(const gpt2_model *m, int v, wb_dtype dtype, const
     const int V = c->vocab;
     wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
     gpt2_engine e;
-    const char *why = engine_init(&e, m, dtype, v + 1, LONG_MAX_SEQS, 2 * c->max_T);
+    const char *why = engine_init(&e, m, dtype, &decode_paths[v], LONG_MAX_SEQS, 2 * c->max_T);
     if (why) {
         printf("  %-4s %s long contexts: skipped: %s\n", variant_ids[v], wb_dtype_name(dtype), why);
         return 0;
@@ -372,7 +372,7 @@ static const char *fast_path(gpt2_engine *e, const gpt2_model *model, int varian
         for (int f = 1; f >= 0; --f) { /* fp16 first */
             if (dtype_choice && dtype_choice != 1 + f) continue;
             *chosen = v, *dtype = f ? WB_F16 : WB_F32;
-            why = engine_init(e, model, *dtype, v + 1, max_seqs, max_tokens);
+            why = engine_init(e, model, *dtype, &decode_paths[v], max_seqs, max_tokens);
             if (!why) return NULL;
             engine_free(e);
         }
@@ -452,6 +452,7 @@ static int generate(const gpt2_model *model, const char *weights, const gpt2_tok
 /** @brief Parse arguments, read the weights and tokenizer (errors: exit 2), open the GPU (or exit 77), then run. */
 int main(int argc, char **argv)
 {
+    variants_init(); /* the argument parser's lists of variants, from decode_paths[] */
     long long steps = 32, batch = 1, heads = 0;
     int dtype_choice = 0, bench_flag = 0, check_full = 0;
     const char *weights = NULL, *prompt = NULL, *prompt_ids = NULL, *vocab = NULL, *merges = NULL;
@@ -472,7 +473,8 @@ int main(int argc, char **argv)
          WB_OPT_FLAG, &check_full, 0, 0, 0, NULL},
     };
     const wb_program prog = {"stage10_gpt2_e2e", "Stage 10: GPT-2 end to end (prefill + paged greedy decode) from the "
-                             "earlier stages' kernels.", variant_ids, variant_help,
+                             "earlier stages' kernels.", (const char *const *)variant_ids,
+                             (const char *const *)variant_help,
                              "With no options: text from the prompt on the fastest decode variant and precision this GPU runs "
                              "(random weights without --weights). "
                              "--check checks every variant against the CPU reference, --bench times them."};

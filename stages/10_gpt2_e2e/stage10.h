@@ -14,12 +14,14 @@
 /** @brief The decode variants (engine_init's variant is the index + 1), then the exercise slot's index: `--variant ex`
  *         is the decode linear alone of exercise.cu (its rows are among the linear checks and the bench's). */
 enum { N_VARIANTS = 7, EXERCISE_VARIANT = N_VARIANTS };
-/** @brief Their ids, "v1" … "v7", "ex", then NULL. */
-extern const char *const variant_ids[];
+/** @brief Their ids, "v1" … "v7", "ex", then NULL: decode_paths[]'s (engine.h, variants.c), for the argument parser. */
+extern const char *variant_ids[];
 /** @brief One line each for the tables: what it adds. */
-extern const char *const variant_what[];
+extern const char *variant_what[];
 /** @brief One line each for --help: the idea, the hardware, the problems it takes. */
-extern const char *const variant_help[];
+extern const char *variant_help[];
+/** @brief Fill the three lists above from decode_paths[]; main() calls it before parsing its arguments. */
+void variants_init(void);
 
 /** @brief One (variant, precision) pair the program runs. */
 typedef struct {

@@ -6,25 +6,56 @@
  */
 #include "stage10.h"
 
-const char *const variant_ids[] = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "ex", NULL};
-const char *const variant_what[] = {"layer by layer: stages 03-09's kernels",
-                                    "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
-                                    "v2's step as one persistent kernel (grid barriers)",
-                                    "v3 + the weights by the copy engine into a ring in smem",
-                                    "v4 + the LM head through the ring, weights evict-first in L2",
-                                    "v5 + attention and proj in one phase at batch 1",
-                                    "v6 + no grid barriers: the rows tagged with the step",
-                                    "your decode linear (exercise.cu)"};
-/** One line each for --help: the idea, the hardware, the problems it takes. */
-const char *const variant_help[] = {
-    "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75)",
-    "v1 + the fused decode linear: LayerNorm, bias, GELU, residual, K/V append, argmax in the GEMV (sm_75)",
-    "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences)",
-    "v3 + the weights brought by the copy engine into a ring in shared memory (sm_90)",
-    "v4 + the LM head through the ring, the weights evict-first in L2; fp16 tensor cores at 4-8 sequences (sm_90)",
-    "v5 + attention and proj in one phase at batch 1 (fp16, sm_90; other steps run v5's kernel)",
-    "v6 + no grid barriers: each output tagged with the step, each phase polls its rows (fp16, sm_90)",
-    "your kernel: the decode linear with its LayerNorm, in exercise.cu; --check and --bench only (fp32, sm_75)"};
+#include "engine.h"
+
+/* The variants in teaching order: each row is what the variant adds over the one before and what its engine sets
+ * up; engine_init() reads the row, the program and the bench walk the table. */
+const decode_path decode_paths[N_VARIANTS] = {
+    {"v1", "layer by layer: stages 03-09's kernels",
+     "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75)",
+     75, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0},
+    {"v2", "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
+     "v1 + the fused decode linear: LayerNorm, bias, GELU, residual, K/V append, argmax in the GEMV (sm_75)",
+     75, NULL, 0, 1, NULL, NULL, NULL, NULL, 0, 0, 0},
+    {"v3", "v2's step as one persistent kernel (grid barriers)",
+     "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences)",
+     75, NULL, 0, 1, gpt2_step_persistent, gpt2_step_persistent_smem, NULL, NULL, 0, 0, 0},
+    {"v4", "v3 + the weights by the copy engine into a ring in smem",
+     "v3 + the weights brought by the copy engine into a ring in shared memory (sm_90)",
+     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 0, 1, gpt2_step_ring,
+     gpt2_step_ring_smem, NULL, NULL, 0, 0, 0},
+    {"v5", "v4 + the LM head through the ring, weights evict-first in L2",
+     "v4 + the LM head through the ring, the weights evict-first in L2; fp16 tensor cores at 4-8 sequences (sm_90)",
+     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 0, 1, gpt2_step_ring_head,
+     gpt2_step_ring_head_smem, NULL, NULL, 1, 0, 0},
+    {"v6", "v5 + attention and proj in one phase at batch 1",
+     "v5 + attention and proj in one phase; a batch-1 variant: other steps run v5's kernel (fp16, sm_90)",
+     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 1, 1, gpt2_step_ring_head,
+     gpt2_step_ring_head_smem, gpt2_step_merged, gpt2_step_merged_smem, 1, 1, 0},
+    {"v7", "v6 + no grid barriers: the rows tagged with the step",
+     "v6 + no grid barriers: each output tagged with the step, each phase polls its rows; a batch-1 variant: other "
+     "steps run v5's kernel (fp16, sm_90)",
+     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 1, 1, gpt2_step_ring_head,
+     gpt2_step_ring_head_smem, gpt2_step_tagged, gpt2_step_tagged_smem, 1, 0, 1},
+};
+
+/* The argument parser's lists (args.h wants arrays of strings): the table's ids and help lines, then the
+ * exercise slot's, filled from decode_paths[] by variants_init(). */
+const char *variant_ids[N_VARIANTS + 2];
+const char *variant_what[N_VARIANTS + 1];
+const char *variant_help[N_VARIANTS + 1];
+
+void variants_init(void)
+{
+    for (int v = 0; v < N_VARIANTS; ++v)
+        variant_ids[v] = decode_paths[v].id, variant_what[v] = decode_paths[v].what,
+        variant_help[v] = decode_paths[v].help;
+    variant_ids[EXERCISE_VARIANT] = "ex";
+    variant_what[EXERCISE_VARIANT] = "your decode linear (exercise.cu)";
+    variant_help[EXERCISE_VARIANT] =
+        "your kernel: the decode linear with its LayerNorm, in exercise.cu; --check and --bench only (fp32, sm_75)";
+    variant_ids[EXERCISE_VARIANT + 1] = NULL;
+}
 
 int chosen_cases(int variant, int dtype_choice, run_case *cases)
 {
