@@ -338,11 +338,17 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                 add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1, 0);
             }
             snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
-            ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
-            add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8, 0);
-            if (decode_paths[v].step) {
-                ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
-                add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB, limit8, 0);
+            if (decode_paths[v].one_row_step) { /* a row names the kernel that ran: at 8 rows that is v5's step */
+                printf("%s %s, batch %d: v5's step runs (%s's own takes 1 sequence): its rows are v5's\n",
+                       variant_ids[v], wb_dtype_name(dtype), PB, variant_ids[v]);
+            } else {
+                ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
+                add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8, 0);
+                if (decode_paths[v].step) {
+                    ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
+                    add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB,
+                            limit8, 0);
+                }
             }
             /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
             engine_profile pp = {0}, pd = {0};
@@ -359,7 +365,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             print_profile("decode batch 1, 8 steps", &pd);
             if (decode_paths[v].step) print_traces(&e, prompt, steps, tokens);
             /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
-             * (v2-v7 take batches of up to 8; larger batches take v1's kernels) */
+             * (v2-v7 take batches of up to 8; larger batches take v1's kernels, and only v1's row shows them) */
             for (size_t i = 0; i < sizeof serve_batches / sizeof serve_batches[0]; ++i) {
                 int B = serve_batches[i], lo = max_prompt, hi = 0;
                 double kv_tokens = 0;
@@ -367,6 +373,18 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                     lo = serve_lens[b] < lo ? serve_lens[b] : lo;
                     hi = serve_lens[b] > hi ? serve_lens[b] : hi;
                     kv_tokens += serve_lens[b] + (SERVE_STEPS + 1) / 2.0;
+                }
+                /* a row names the kernel that ran: over 8 sequences every variant runs v1's kernels, and v6's and
+                 * v7's own step takes 1 sequence whose context one pass of a block's warps covers */
+                const char *other = v > 0 && B > DECODE_MAX_ROWS ? "v1's kernels"
+                                    : decode_paths[v].one_row_step &&
+                                              (B > 1 || hi + SERVE_STEPS > gpt2_decode_step_pass_tokens(dtype))
+                                        ? "v5's step"
+                                        : NULL;
+                if (other) {
+                    printf("%s %s, serving %d: %s run: the row is theirs\n", variant_ids[v], wb_dtype_name(dtype), B,
+                           other);
+                    continue;
                 }
                 snprintf(problem, sizeof problem, "serving, batch %d, mixed prompt lengths", B);
                 snprintf(size, sizeof size, "prompts %d..%d, %d steps", lo, hi, SERVE_STEPS);
