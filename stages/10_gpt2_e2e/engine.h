@@ -206,7 +206,7 @@ typedef struct {
                                       (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
-    int graph_merged;         /**< and whether its step is v6's or v7's (engine.c decides step by step) */
+    int graph_merged;         /**< and whether its step is v6's or v7's (engine_decode.c decides step by step) */
 } gpt2_engine;
 
 /**
