@@ -127,7 +127,7 @@ static void add_row(wb_report *rep, const char *problem, wb_dtype dtype, const c
 {
     char name[128];
     snprintf(name, sizeof name, "%s, %s", problem, wb_dtype_name(dtype));
-    wb_row row = {.problem = name, .size = size, .variant = variant_ids[v], .what = variant_what[v],
+    wb_row row = {.problem = name, .size = size, .variant = variant_ids[v], .what = decode_paths[v].what,
                   .unit = "tok/s", .roof = limit, .peer = peer, .ok = 1};
     row.status = isnan(ms) ? WB_ROW_REJECTED : WB_ROW_RAN;
     row.note = "failed";
@@ -338,9 +338,10 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                 add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1, 0);
             }
             snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
-            if (decode_paths[v].one_row_step) { /* a row names the kernel that ran: at 8 rows that is v5's step */
-                printf("%s %s, batch %d: v5's step runs (%s's own takes 1 sequence): its rows are v5's\n",
-                       variant_ids[v], wb_dtype_name(dtype), PB, variant_ids[v]);
+            const decode_path *ran = engine_step_path(&e, PB, prompt + steps); /* a row names the kernel that ran */
+            if (ran != e.path) {
+                printf("%s %s, batch %d: %s's kernels run: the rows are %s's\n", variant_ids[v], wb_dtype_name(dtype),
+                       PB, ran->id, ran->id);
             } else {
                 ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
                 add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8, 0);
@@ -376,14 +377,10 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                 }
                 /* a row names the kernel that ran: over 8 sequences every variant runs v1's kernels, and v6's and
                  * v7's own step takes 1 sequence whose context one pass of a block's warps covers */
-                const char *other = v > 0 && B > DECODE_MAX_ROWS ? "v1's kernels"
-                                    : decode_paths[v].one_row_step &&
-                                              (B > 1 || hi + SERVE_STEPS > gpt2_decode_step_pass_tokens(dtype))
-                                        ? "v5's step"
-                                        : NULL;
-                if (other) {
-                    printf("%s %s, serving %d: %s run: the row is theirs\n", variant_ids[v], wb_dtype_name(dtype), B,
-                           other);
+                const decode_path *ran = engine_step_path(&e, B, hi + SERVE_STEPS);
+                if (ran != e.path) {
+                    printf("%s %s, serving %d: %s's kernels run: the row is %s's\n", variant_ids[v],
+                           wb_dtype_name(dtype), B, ran->id, ran->id);
                     continue;
                 }
                 snprintf(problem, sizeof problem, "serving, batch %d, mixed prompt lengths", B);

@@ -279,6 +279,11 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
  *         shared memory; otherwise v2's kernels take it). */
 int engine_persistent_step(const gpt2_engine *e, int n);
 
+/** @brief The variant whose kernels run a decode step of n sequences, the longest max_len tokens after it, on this
+ *         engine: its own, or v1's (over 8 sequences), v2's (rows a persistent step cannot hold), v5's (v6's and
+ *         v7's steps that their one-sequence kernel does not take). A row of a table names the kernel that ran. */
+const decode_path *engine_step_path(const gpt2_engine *e, int n, int max_len);
+
 /** @brief End a sequence: its pages go back to the pool. */
 void engine_release(gpt2_engine *e, int seq);
 

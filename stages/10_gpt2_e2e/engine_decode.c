@@ -57,10 +57,16 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
  *        every step's lengths before it launches the step (engine_generate
  *        works them out a queue ahead), so it chooses the kernel.
  */
+/** Whether v6's or v7's own kernel takes a step of n sequences whose longest context is max_len tokens: one
+ *  sequence, whose context one pass of a block's warps covers. */
+static int one_row_step_takes(const gpt2_engine *e, int n, int max_len)
+{
+    return e->merged_step && n == 1 && max_len <= gpt2_decode_step_pass_tokens(e->dtype);
+}
+
 static int step_is_merged(const gpt2_engine *e, int n, const engine_step_inputs *host)
 {
-    if (!e->merged_step || n != 1) return 0;
-    return host->lens[0] <= gpt2_decode_step_pass_tokens(e->dtype);
+    return one_row_step_takes(e, n, n == 1 ? host->lens[0] : 0);
 }
 
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
@@ -100,6 +106,16 @@ int engine_persistent_step(const gpt2_engine *e, int n)
         if (!merged || merged > limit) return 0;
     }
     return smem && smem <= limit;
+}
+
+const decode_path *engine_step_path(const gpt2_engine *e, int n, int max_len)
+{
+    if (!fused_step(e, n)) return &decode_paths[0];                 /* v1's kernels */
+    if (!engine_persistent_step(e, n)) return &decode_paths[1];     /* v2's fused kernels */
+    if (!e->merged_step || one_row_step_takes(e, n, max_len)) return e->path;
+    const decode_path *p = e->path; /* v6, v7 at other steps: the variant whose step is theirs without a row step */
+    while (p > decode_paths && (p->one_row_step || p->step != e->step)) --p;
+    return p;
 }
 
 /** v3-v7's decode step for n sequences: one cooperative kernel (and a memset) runs what v2 launches as 62 kernels. */
