@@ -882,6 +882,16 @@ INLINE = re.compile(r"(<!-- m ((?:[a-z]+=(?:\"[^\"]*\"|\S+)\s*)+)-->)(.*?)(<!-- 
 INLINE_FIELD = re.compile(r'([a-z]+)=(?:"([^"]*)"|(\S+))')
 
 
+_CSV_CACHE = {}
+
+
+def read_csv_once(path):
+    """read_csv, once per file for all of a run's inline figures."""
+    if path not in _CSV_CACHE:
+        _CSV_CACHE[path] = read_csv(path)
+    return _CSV_CACHE[path]
+
+
 def fmt_tput(x):
     return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
@@ -894,7 +904,7 @@ def inline_value(spec, where):
     path = os.path.join(RESULTS, f["gpu"], f"stage{f['stage']}.csv")
     if not os.path.exists(path):
         sys.exit(f"{where}: inline figure names {path}, which does not exist")
-    rows = [r for r in read_csv(path) if r["problem"] == f["problem"] and ("size" not in f or r["size"] == f["size"])]
+    rows = [r for r in read_csv_once(path) if r["problem"] == f["problem"] and ("size" not in f or r["size"] == f["size"])]
 
     def row(variant):
         hit = [r for r in rows if r["variant"] == variant]

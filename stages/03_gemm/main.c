@@ -157,9 +157,8 @@ static int runs_here(const wb_device *dev, const gemm_variant *v)
 }
 
 /** Default mode: every variant of each precision measured on M×N×K, then reported with its peer as the roof. */
-static void bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, int K, wb_report *report)
+static void bench(const wb_device *dev, const wb_common_opts *opt, int M, int N, int K, wb_report *rep)
 {
-    wb_report *rep = report;
     char size[64];
     snprintf(size, sizeof size, "%dx%dx%d", M, N, K);
     double flops = 2.0 * M * (double)N * K;

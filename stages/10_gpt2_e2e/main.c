@@ -75,7 +75,7 @@ static int check_model(const gpt2_model *m, const char *model, int v, wb_dtype d
     gpt2_engine e;
     const char *why = engine_init(&e, m, dtype, &decode_paths[v], 8, 3 * c->max_T);
     printf("%s (V %d, L %d, H %d, C %d), %s %s: %s:\n", model, V, c->n_layer, c->n_head, c->C, variant_ids[v],
-           wb_dtype_name(dtype), variant_what[v]);
+           wb_dtype_name(dtype), decode_paths[v].what);
     if (why) {
         printf("  skipped: %s\n", why);
         return 0;
@@ -398,7 +398,7 @@ static int generate(const gpt2_model *model, const char *weights, const gpt2_tok
     printf("GPT-2 (%s): V %d, context %d, %d layers, %d heads, C %d\n",
            weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model->cfg.vocab,
            model->cfg.max_T, model->cfg.n_layer, model->cfg.n_head, model->cfg.C);
-    printf("decode: %s in %s, %s%s\n", variant_ids[v], wb_dtype_name(dtype), variant_what[v],
+    printf("decode: %s in %s, %s%s\n", variant_ids[v], wb_dtype_name(dtype), decode_paths[v].what,
            variant < 0 || !dtype_choice ? " (the fastest this GPU runs; --variant v1..v7 and --dtype fp32|fp16 pick "
                                           "another)" : "");
     int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);

@@ -16,11 +16,9 @@
 enum { N_VARIANTS = 7, EXERCISE_VARIANT = N_VARIANTS };
 /** @brief Their ids, "v1" … "v7", "ex", then NULL: decode_paths[]'s (engine.h, variants.c), for the argument parser. */
 extern const char *variant_ids[];
-/** @brief One line each for the tables: what it adds. */
-extern const char *variant_what[];
 /** @brief One line each for --help: the idea, the hardware, the problems it takes. */
 extern const char *variant_help[];
-/** @brief Fill the three lists above from decode_paths[]; main() calls it before parsing its arguments. */
+/** @brief Fill the two lists above from decode_paths[]; main() calls it before parsing its arguments. */
 void variants_init(void);
 
 /** @brief One (variant, precision) pair the program runs. */

@@ -42,16 +42,13 @@ const decode_path decode_paths[N_VARIANTS] = {
 /* The argument parser's lists (args.h wants arrays of strings): the table's ids and help lines, then the
  * exercise slot's, filled from decode_paths[] by variants_init(). */
 const char *variant_ids[N_VARIANTS + 2];
-const char *variant_what[N_VARIANTS + 1];
 const char *variant_help[N_VARIANTS + 1];
 
 void variants_init(void)
 {
     for (int v = 0; v < N_VARIANTS; ++v)
-        variant_ids[v] = decode_paths[v].id, variant_what[v] = decode_paths[v].what,
-        variant_help[v] = decode_paths[v].help;
+        variant_ids[v] = decode_paths[v].id, variant_help[v] = decode_paths[v].help;
     variant_ids[EXERCISE_VARIANT] = "ex";
-    variant_what[EXERCISE_VARIANT] = "your decode linear (exercise.cu)";
     variant_help[EXERCISE_VARIANT] =
         "your kernel: the decode linear with its LayerNorm, in exercise.cu; --check and --bench only (fp32, sm_75)";
     variant_ids[EXERCISE_VARIANT + 1] = NULL;
