@@ -438,8 +438,24 @@ static void test_fold(void)
     free(w), free(wf);
 }
 
+/** `test_gpt2 write-model FILE tiny|124m SEED`: a seeded random model written as a GPT-2 safetensors file, for the
+ *  stage program's --weights (no real GPT-2 files are needed to test that path). */
+static int write_model(const char *path, const char *shape, const char *seed)
+{
+    gpt2_config cfg = gpt2_config_124m();
+    if (strcmp(shape, "tiny") == 0) cfg = (gpt2_config){300, 64, 2, 2, 128}; /* stage 10 --check's tiny shape */
+    gpt2_model m;
+    char err[256];
+    if (gpt2_model_random(&m, &cfg, strtoull(seed, NULL, 10)) != 0) return fprintf(stderr, "out of memory\n"), 1;
+    int rc = gpt2_model_write(&m, path, 1, err, sizeof err);
+    if (rc) fprintf(stderr, "%s: %s\n", path, err);
+    gpt2_model_free(&m);
+    return rc != 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "write-model") == 0) return write_model(argv[2], argv[3], argv[4]);
     const wb_test_group groups[] = {{"safetensors", test_safetensors}, {"model", test_model},
                                     {"reference", test_reference}, {"tokenizer", test_tokenizer},
                                     {"argmax_key", test_argmax_key}, {"fold", test_fold}};

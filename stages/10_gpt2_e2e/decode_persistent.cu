@@ -17,29 +17,6 @@
  */
 #include "step_launch.cuh"
 
-/** @brief Ask L2 for `bytes` from p (one 128-byte line per request, the block's threads in turn). */
-static __device__ __forceinline__ void prefetch_l2(const void *p, long long bytes)
-{
-    for (long long off = (long long)threadIdx.x * 128; off < bytes; off += (long long)STEP_THREADS * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + off));
-}
-
-/**
- * @brief Ask L2 for this block's share of the step's linear number j (four
- *        per block: QKV, proj, fc, fc-proj; none past the last block: the LM
- *        head streams on its own), so that its loads, when issued, find it
- *        there.
- */
-template <typename T>
-static __device__ __forceinline__ void prefetch_linear(const decode_step_args &a, const decode_layer_weights *layers,
-                                                       int j)
-{
-    if (j >= 4 * a.L) return;
-    LinearPhase d = describe_phase(a, layers, phase_of_linear(j));
-    LinearShare share = share_of<T>(d.w, d.N, d.K, true);
-    prefetch_l2(share.w, (long long)share.outs * share.chunks * 16);
-}
-
 /**
  * @brief v3: one decode step, one kernel. Every block walks the step's
  *        5·L + 1 phases: for each it requests what does not depend on the
@@ -92,7 +69,6 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_persistent(decode
             else
                 stage_embedding_rows<T, ROWS>(a, rows);
             if (d.ln_w) layernorm_step_rows<T, ROWS>(rows, M, d.K, pre, d.ln_w, d.ln_b);
-            if (a.l2_prefetch) prefetch_linear<T>(a, layers, d.linear + a.l2_prefetch);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             run_phase<T, ROWS>(share, slot, ahead, rows, d.K, partial, head, best, a);

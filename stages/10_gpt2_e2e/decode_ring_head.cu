@@ -6,7 +6,7 @@
  *        idle blocks at 1-4 rows, the first layers' K/V kept in L2 at 5-8.
  *
  * The LM head in the ring, and the LayerNorm rows in one pass, are in
- * weight_ring.cuh (v6 and v7 keep them). The L2 policy is the ring's copies':
+ * weight_ring.cuh (v6 keeps them). The L2 policy is the ring's copies':
  * a step reads each weight once, 247 MB in fp16 (495 MB in fp32), through a
  * 50 MB L2; with the default policy they push out what the next step reads
  * again, the K/V cache above all. Evict-first lines are the first that L2
@@ -30,7 +30,7 @@
  *
  * The tile. A (16 × 16) is the staged rows, the sequences as its rows 0–7;
  * rows 8–15 would be zero and are not computed (mma_16x8x16_top, as stage
- * 09's v7 does for its query heads). B (16 × 8, "col": each column's k
+ * 09's v6 does for its query heads). B (16 × 8, "col": each column's k
  * contiguous) is 8 outputs' weights, which is how W ([N][K]) lies in the
  * ring: no transposition. A block's share of a linear (6 to 24 outputs at
  * C = 768) is 1 to 3 such tiles, and the 8 warps split K between them: warp

@@ -1,6 +1,6 @@
 /**
  * @file stages/10_gpt2_e2e/decode_step.cuh
- * @brief What every persistent decode step (v3-v7) is made of: the step's
+ * @brief What every persistent decode step (v3-v6) is made of: the step's
  *        phases, a block's share of a linear layer, the grid barrier, the
  *        input rows and their LayerNorm, the dot products from registers,
  *        the epilogues and attention. Each variant's file includes it and
@@ -61,7 +61,7 @@ static __host__ __device__ __forceinline__ int step_max_units(int C, int blocks,
 }
 
 /** @brief Dynamic shared memory of one block: the layer table, ROWS rows of 4C, the partial sums, the block tables
- *         (v4-v7's ring follows, from the next 16-byte boundary: step_ring_offset). */
+ *         (v4-v6's ring follows, from the next 16-byte boundary: step_ring_offset). */
 static __host__ __device__ __forceinline__ size_t step_smem_bytes(size_t elem, int rows, int C, int L, int max_pages,
                                                                   int blocks, bool mma)
 {
@@ -69,14 +69,14 @@ static __host__ __device__ __forceinline__ size_t step_smem_bytes(size_t elem, i
            (size_t)step_max_units(C, blocks, mma) * rows * 4 + (size_t)rows * max_pages * 4;
 }
 
-/** @brief Where v4-v7's plan of the ring (a RingPlan per linear) begins in the dynamic shared memory. */
+/** @brief Where v4-v6's plan of the ring (a RingPlan per linear) begins in the dynamic shared memory. */
 static __host__ __device__ __forceinline__ size_t step_plan_offset(size_t elem, int rows, int C, int L, int max_pages,
                                                                    int blocks, bool mma)
 {
     return (step_smem_bytes(elem, rows, C, L, max_pages, blocks, mma) + 15) & ~(size_t)15;
 }
 
-/** @brief Where v4-v7's weight ring begins in the dynamic shared memory, after a plan of `plan_entries` (4L, and
+/** @brief Where v4-v6's weight ring begins in the dynamic shared memory, after a plan of `plan_entries` (4L, and
  *         v5's pieces of the LM head): 16-byte aligned, for the bulk copies. */
 static __host__ __device__ __forceinline__ size_t step_ring_offset(size_t elem, int rows, int C, int L, int max_pages,
                                                                    int blocks, bool mma, int plan_entries)
@@ -227,11 +227,11 @@ static __device__ __forceinline__ float load_cg(const __half *p) { return __half
 /** @brief What a phase's epilogue needs that the phase before does not write: requested before the barrier. */
 struct Prefetched {
     float bias;   /**< the bias of this thread's output (output thread / ROWS, row thread % ROWS) */
-    float colsum; /**< v7: the sum of that output's folded weights (decode_tagged.cu) */
+    float colsum; /**< v6: the sum of that output's folded weights (decode_tagged.cu) */
     float resid;  /**< for a residual add, y's old value there */
     float gain[STEP_LN_PER_THREAD];  /**< LayerNorm gain at k = thread + i·STEP_THREADS */
     float shift[STEP_LN_PER_THREAD]; /**< LayerNorm shift at the same k */
-    float chunk_gain[ROWS_ONE_PASS_PER_LANE];  /**< v5-v7: the gain at this lane's k of a row, in 16-byte chunks */
+    float chunk_gain[ROWS_ONE_PASS_PER_LANE];  /**< v5, v6: the gain at this lane's k of a row, in 16-byte chunks */
     float chunk_shift[ROWS_ONE_PASS_PER_LANE]; /**< the shift at the same k */
 };
 
@@ -251,7 +251,7 @@ static __device__ __forceinline__ void issue_weights(const LinearShare &p, uint4
 /**
  * @brief Before the barrier: what the phase's epilogue and LayerNorm need
  *        that the phase before does not write. This thread's output (thread
- *        / ROWS) and row (thread % ROWS): its bias (v7: and the folded
+ *        / ROWS) and row (thread % ROWS): its bias (v6: and the folded
  *        weights' sum, `colsum`) and the old residual value; and the
  *        LayerNorm parameters at k = thread + i·STEP_THREADS.
  */
@@ -782,7 +782,7 @@ struct LinearPhase {
     const void *resid;        /**< the residual's old values (x), or NULL */
     int N;                    /**< outputs per row */
     int K;                    /**< inputs per row */
-    int linear;               /**< the step's linear number (4 per block): v3's L2 prefetch, v4-v7's ring */
+    int linear;               /**< the step's linear number (4 per block): v3's L2 prefetch, v4-v6's ring */
     void *k_pool;             /**< the QKV phase's K page pool */
     void *v_pool;             /**< and V */
 };

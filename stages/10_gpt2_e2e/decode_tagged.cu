@@ -1,15 +1,16 @@
 /**
  * @file stages/10_gpt2_e2e/decode_tagged.cu
- * @brief v7: v6's step with no grid barriers: every phase's outputs carry
- *        the step's tag, and each phase polls the words it reads (fp16, 1
- *        row, sm_90). With the tuning that only this step needs, each where
+ * @brief v6: v5's step at 1 row (fp16, sm_90) with attention and proj in
+ *        one phase, by head (proj_heads.cuh), and no grid barriers: every
+ *        phase's outputs carry the step's tag, and each phase polls the words
+ *        it reads. With the tuning that only this step needs, each where
  *        it acts: the LayerNorms folded into the weights, the rows' loads
  *        before the weights', attention's addresses in shifts.
  *
  * A grid barrier costs each phase about 1 µs (0.99 µs alone on the H100, the
  * fastest of eight designs measured), and only then do the blocks fetch the
  * rows the phase before wrote: a trip to L2 more. But a phase waits for the
- * phase before only because it reads its outputs. So v7 stores each output
+ * phase before only because it reads its outputs. So v6 stores each output
  * as one 32-bit word, its fp16 bits in the low half and the step's tag in
  * the high half (NCCL's "LL" protocol, in halves of 32 bits), and the reader
  * polls the words it needs until every one carries this step's tag: the
@@ -92,10 +93,10 @@ static __device__ __forceinline__ unsigned *tagged_hidden(const decode_step_args
 }
 
 /**
- * @brief The counted part: as v6's fixed point, but each sum also counts its
+ * @brief The counted part: proj_heads.cuh's fixed point, and each sum also counts its
  *        parts in its low bits: a part goes in as part·2^32·2^8 + 1, and
  *        fc's rows wait until the low 4 bits say H. The sum shifted right by
- *        8 is v6's, bit for bit. A part out of range adds 1 + 16 instead, no
+ *        8 is the fixed-point sum, bit for bit. A part out of range adds 1 + 16 instead, no
  *        value: bits 4-7 flag the row (at most 12 flags, 192, stay under the
  *        value's bits). The range is 2^18 (DECODE_PROJ_TAGGED_PART_MOST), so
  *        that H parts stay under 2^62.
@@ -116,13 +117,13 @@ static __device__ __forceinline__ longlong2 load_relaxed2(const long long *p)
 }
 
 /**
- * @brief v6's stage_proj_sum_rows with no barrier before it: a thread's 4
+ * @brief fc's rows after proj, with no barrier before them: a thread's 4
  *        columns of x (layer l's tagged words) and of proj's counted sums,
  *        loads issued together and polled until x carries the step's tag and
- *        every sum has its H parts. Then v6's arithmetic: x + bias +
- *        sum·2^-32. A part out of range makes the thread's 4 columns NaN, and
- *        with them fc's statistics and so all of its outputs, as v6's flagged
- *        row does.
+ *        every sum has its H parts; then x + bias + sum·2^-32. A part out of
+ *        range makes the thread's 4 columns NaN, and with them fc's
+ *        statistics and so all of its outputs: a sum that wrapped is never
+ *        added.
  */
 static __device__ void stage_proj_sum_rows_tagged(const decode_step_args &a, const float *proj_b, const long long *acc,
                                                   const unsigned *x, unsigned tag, __half *rows, int n0, int n1)
@@ -146,7 +147,7 @@ static __device__ void stage_proj_sum_rows_tagged(const decode_step_args &a, con
         for (int k = 0; k < 4; ++k) flagged |= (sum[k] >> 4 & 15) != 0;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            const float s = bias[k] + (float)(sum[k] >> 8) / DECODE_PROJ_FIXED_ONE; /* arithmetic shift: v6's sum */
+            const float s = bias[k] + (float)(sum[k] >> 8) / DECODE_PROJ_FIXED_ONE; /* arithmetic shift: the sum */
             const float v = flagged ? __int_as_float(0x7fffffff) : __half2float(__ushort_as_half((unsigned short)xs[k])) + s;
             store(rows, c + k, v);
             if (c + k >= n0 && c + k < n1) store((__half *)a.att, c + k, v);
@@ -160,8 +161,8 @@ static __device__ __forceinline__ int log2_of_power_of_2(int n) { return 31 - __
 
 /**
  * @brief Where token t's row of head h starts in a page pool, with the block
- *        size bs a power of 2: a shift and a mask where v3-v6 divide by bs.
- *        In v6's sm_90 code each of a warp's 8 passes divided t by bs (an
+ *        size bs a power of 2: a shift and a mask where v3-v5 divide by bs.
+ *        Written as v3-v5 write it, each of a warp's 8 passes divided t by bs (an
  *        integer division by a run-time value: I2F, MUFU.RCP, F2I and a dozen
  *        integer instructions, a dependent chain), then read the page from
  *        the table and only then issued its two loads, and `if (t < len)` put
@@ -176,7 +177,7 @@ static __device__ __forceinline__ long long kv_row_offset(const int *table, int 
 }
 
 /**
- * @brief Head h's attention into `out` (v6's attention_head) with the
+ * @brief Head h's attention into `out` (stage 09's tiles, one block a head) with the
  *        query and the new token's K and V from QKV's tagged words (the
  *        pools' copies may not have landed yet) and the K/V addresses in
  *        shifts.
@@ -225,9 +226,9 @@ static __device__ void attention_head_tagged(const decode_step_args &a, const St
  *        W'_nk = g_k·W_nk and bias'_n = bias_n + Σ_k b_k·W_nk, both worked
  *        out once on the host (model.c: gpt2_fold_layernorm). The dot
  *        products then take the row as the phase before left it, and the
- *        statistics are needed only in the epilogue: v6's rows were
+ *        statistics are needed only in the epilogue: v5's rows are
  *        normalised (their loads, two butterflies, the gain and shift) before
- *        any dot product could start; v7's are staged as they are, and one
+ *        any dot product could start; v6's are staged as they are, and one
  *        warp works out mean and rstd while the others multiply. The column
  *        sums Σ_k W'_nk are of the rounded W', so that x·W' − mean·ΣW' is
  *        (x − mean)·W' in exact arithmetic; the two terms cancel as far as
@@ -295,7 +296,7 @@ static __device__ __forceinline__ void run_phase_ring_loads_first(const LinearSh
 }
 
 /**
- * @brief v7's epilogue of a linear phase (finish_phase at 1 row): the bias,
+ * @brief v6's epilogue of a linear phase (finish_phase at 1 row): the bias,
  *        with a folded LayerNorm's statistics applied (`ln_stats`:
  *        rstd·(x·w' − mean·Σw') + bias'), then the output to its tagged words
  *        `tagged_y`; QKV's k and v also to the page pools (their slot's page
@@ -332,7 +333,7 @@ static __device__ __forceinline__ void finish_phase_tagged(decode_epilogue epi, 
     }
 }
 
-/** @brief v7's trace marks: v3-v6's GridBarrier without the counter (a phase ends at a __syncthreads). */
+/** @brief v6's trace marks: v3-v5's GridBarrier without the counter (a phase ends at a __syncthreads). */
 struct TaggedTrace : StepTrace {
     /** @brief End the phase without arriving: the next phase's rows wait for their own words. */
     __device__ __forceinline__ void leave()
@@ -349,7 +350,7 @@ struct TaggedTrace : StepTrace {
 };
 
 /**
- * @brief v7: v6's kernel with no grid barrier. Each phase's outputs go to
+ * @brief v6: attention and proj in one phase, no grid barrier. Each phase's outputs go to
  *        their tagged words (finish_phase_tagged) and the next phase polls
  *        the words it reads (stage_tagged_rows, stage_proj_sum_rows_tagged,
  *        attention_head_tagged). QKV's and fc's LayerNorm are folded into
@@ -495,7 +496,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_tagged(decode_ste
     trace.mark(1);
 }
 
-/** @brief The launch state of v7's kernel. */
+/** @brief The launch state of v6's kernel. */
 static StepLaunch &tagged_launch()
 {
     static StepLaunch s;
@@ -503,7 +504,7 @@ static StepLaunch &tagged_launch()
     return s;
 }
 
-/** @brief Why v7's kernel cannot take these arguments (v6's contract, a block size that is a power of 2, its
+/** @brief Why v6's kernel cannot take these arguments (proj_heads.cuh's contract, a block size that is a power of 2, its
  *         buffers), or NULL. */
 static const char *tagged_step_refused(wb_dtype dtype, const decode_step_args *a, int cc, int sms)
 {
@@ -527,9 +528,9 @@ const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
     wb_current_gpu(&cc, &sms);
     if (const char *why = tagged_step_refused(dtype, a, cc, sms)) return why;
     decode_step_args args = *a;
-    args.barrier = NULL; /* none: v7 meets no barrier */
+    args.barrier = NULL; /* none: v6 meets no barrier */
     /* no zero of the keys inside the step, which meets no barrier: nothing would order it before the LM head's atomics
-     * (engine_generate's queued v7 steps zero them for the step after) */
+     * (engine_generate's queued v6 steps zero them for the step after) */
     if (!a->best_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, (size_t)a->M * sizeof *a->best, cudaStreamPerThread));
     return launch_ring_step(decode_step_tagged, tagged_launch(), args, merged_ring_offset(a, sms),
                             ring_largest_share(a->C, sms, 2, true), false, "launch of decode_step_tagged");

@@ -50,7 +50,7 @@ static void *device_zeroed(size_t bytes, const char *what)
 }
 
 /**
- * v7: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; decode_tagged.cu: row_statistics),
+ * v6: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; decode_tagged.cu: row_statistics),
  * uploaded: the folded weights as [N][K], like the others, into *w_out; [2][N], the bias with the shifts folded in
  * and then the sums of each output's folded weights, into *bias_out.
  */
@@ -104,15 +104,11 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = path->fused_linears;
     if (fused_decode && C % 8) return "the fused decode (v2) needs C to be a multiple of 8 (16-byte loads of fp16)";
-    if (path->step && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v3-v7) needs heads of 64";
+    if (path->step && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v3-v6) needs heads of 64";
     if (path->min_cc > cc) return path->min_cc_why;
     if (path->fp16_only && dtype != WB_F16) return "takes fp16 storage only (attention and proj in one phase)";
     e->path = path;
     e->fused_decode = fused_decode;
-    /* the persistent kernel of every step, and v6's or v7's for the steps of 1 sequence they take */
-    e->step = path->step, e->step_smem = path->step_smem;
-    e->merged_step = path->one_row_step, e->merged_step_smem = path->one_row_smem;
-    e->l2_prefetch = 1; /* v3 asks L2 for the next linear's weights (0 or 2 ahead measured no different: the page) */
     e->dependent_launch = fused_decode && cc >= 90; /* programmatic dependent launch: sm_90 */
 
     /* weights: matrices in the engine's precision, LayerNorm and biases fp32; wte also transposed for the LM head */
@@ -132,7 +128,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b,  &e->fcproj_b,     &e->ln1_w,
                        &e->ln1_b, &e->ln2_w,  &e->ln2_b, &e->qkv_b_folded, &e->fc_b_folded};
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL in v1, by head
-                                                                  * before v6, folded before v7 */
+                                                                  * before v6, folded before v6 */
         *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
         memset(*mats[i], 0, (size_t)L * sizeof(void *));
     }
@@ -156,7 +152,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         }
         e->qkv_b[l] = upload_f32(b->qkv_b, (size_t)3 * C, "qkv bias");
         e->proj_b[l] = upload_f32(b->proj_b, (size_t)C, "proj bias");
-        if (e->merged_step) { /* v6, v7: proj_wt ([C][C], each output's C inputs) by head: [H][C][64] */
+        if (e->path->one_row_step) { /* v6: proj_wt ([C][C], each output's C inputs) by head: [H][C][64] */
             const size_t es = wb_dtype_bytes(dtype);
             e->proj_heads[l] = wb_device_alloc((size_t)C * C * es, "proj weight by head");
             for (int h = 0; h < H; ++h) /* head h's 64 inputs of every output, one 2-D copy */
@@ -170,7 +166,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         e->ln1_b[l] = upload_f32(b->ln1_b, (size_t)C, "ln_1 bias");
         e->ln2_w[l] = upload_f32(b->ln2_w, (size_t)C, "ln_2 weight");
         e->ln2_b[l] = upload_f32(b->ln2_b, (size_t)C, "ln_2 bias");
-        if (path->tagged) { /* v7: ln_1 into QKV, ln_2 into fc */
+        if (path->tagged) { /* v6: ln_1 into QKV, ln_2 into fc */
             TRY(upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, dtype, &e->qkv_wt_folded[l],
                                &e->qkv_b_folded[l]));
             TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, dtype, &e->fc_wt_folded[l],
@@ -190,7 +186,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         e->v_pool[l] = wb_device_alloc(pool, "V pool");
     }
 
-    if (e->step) { /* v3-v7 read every block's pointers from one table */
+    if (e->path->step) { /* v3-v6 read every block's pointers from one table */
         decode_layer_weights *t = wb_host_alloc((size_t)L * sizeof *t, "layer table");
         for (int l = 0; l < L; ++l)
             t[l] = (decode_layer_weights){e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], e->qkv_b[l],
@@ -199,7 +195,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
                                           e->proj_heads[l], NULL};
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
-        if (path->tagged) { /* v7: the same table, QKV's and fc's weights and biases folded */
+        if (path->tagged) { /* v6: the same table, QKV's and fc's weights and biases folded */
             for (int l = 0; l < L; ++l) {
                 t[l].qkv_wt = e->qkv_wt_folded[l], t[l].qkv_b = e->qkv_b_folded[l];
                 t[l].fc_wt = e->fc_wt_folded[l], t[l].fc_b = e->fc_b_folded[l];
@@ -210,14 +206,12 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         free(t);
         e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
     }
-    if (path->proj_sums) /* v6: every layer's sums of proj's parts (the step zeroes them as it starts) */
-        e->d_proj_acc = wb_device_alloc((size_t)L * DECODE_PROJ_ACC_ROW(C) * sizeof(long long), "proj's fixed-point sums");
-    if (path->tagged) { /* v7, zeroed once: tag 0 is no step's, and the first step's sums start at zero */
+    if (path->tagged) { /* v6, zeroed once: tag 0 is no step's, and the first step's sums start at zero */
         e->d_tagged = device_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
         e->d_tagged_acc = device_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
         e->d_epoch = device_zeroed(sizeof(unsigned), "steps' counter");
     }
-    if (path->split_attention) { /* v5-v7; NaN until a split writes its part, so that a part never written shows */
+    if (path->split_attention) { /* v5, v6; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
         WB_CUDA_CHECK(cudaMemset(e->d_att_parts, 0xff, bytes));
@@ -293,14 +287,14 @@ void engine_free(gpt2_engine *e)
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
                      e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL in v1 */
                      e->proj_heads[l], /* NULL before v6 */
-                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l]}; /* v7 */
+                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l]}; /* v6 */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_proj_acc, e->d_layers_folded, e->d_tagged, e->d_tagged_acc,
+                 e->d_att_parts, e->d_layers_folded, e->d_tagged, e->d_tagged_acc,
                  e->d_epoch};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,

@@ -21,7 +21,7 @@
  * use this stage's small-M kernel instead of a tiled GEMM (see kernels.h);
  * v2 fuses each with its neighbours (LayerNorm before, bias, GELU, residual
  * add or the K/V append after, the argmax into the LM head), 4 kernels and
- * stage 09's attention per block; v3-v7 run the whole step as one persistent
+ * stage 09's attention per block; v3-v6 run the whole step as one persistent
  * kernel (kernels.h lists them). Activations and matrices are stored in the
  * chosen precision (fp32, or fp16 with fp32 accumulation); LayerNorm
  * parameters and biases stay fp32.
@@ -52,7 +52,7 @@ typedef struct {
     double kv_append;  /**< stage 08 */
     double lm_head;    /**< logits GEMM and argmax */
     double other;      /**< embedding, residual adds */
-    double whole_step; /**< v3-v7: the decode step's one persistent kernel (it cannot be split by kind) */
+    double whole_step; /**< v3-v6: the decode step's one persistent kernel (it cannot be split by kind) */
 } engine_profile;
 
 /** @brief A decode step's inputs: views of one block of memory, so that one copy uploads them all. */
@@ -75,11 +75,11 @@ typedef size_t (*decode_step_smem_fn)(wb_dtype dtype, const decode_step_args *a)
 
 /**
  * @brief One decode variant: what it adds and what its engine sets up. The table of them, decode_paths[] (v1 …
- *        v7, in teaching order), is in variants.c; the program and the bench walk it, and engine_init() reads the
+ *        v6, in teaching order), is in variants.c; the program and the bench walk it, and engine_init() reads the
  *        row it is given, never a variant number.
  */
 typedef struct {
-    const char *id;                  /**< "v1" … "v7" */
+    const char *id;                  /**< "v1" … "v6" */
     const char *what;                /**< one line for the tables: what it adds */
     const char *help;                /**< one line for --help: the idea, the hardware, the problems it takes */
     int min_cc;                      /**< compute capability it needs, 10·major + minor (75: a T4) */
@@ -89,14 +89,13 @@ typedef struct {
     decode_step_fn step;             /**< the persistent kernel of every step of 1-8 sequences, or NULL (v1, v2) */
     decode_step_smem_fn step_smem;   /**< its shared memory */
     decode_step_fn one_row_step;     /**< the kernel of the steps of 1 sequence whose context one pass of a block's
-                                          warps covers (v6, v7), or NULL: `step` takes them */
+                                          warps covers (v6), or NULL: `step` takes them */
     decode_step_smem_fn one_row_smem; /**< its shared memory */
-    int split_attention;             /**< 1: attention split over the idle blocks at 1-4 rows (v5-v7) */
-    int proj_sums;                   /**< 1: proj's parts summed in fixed point by head (v6) */
-    int tagged;                      /**< 1: rows tagged with the step, the LayerNorms folded into the weights (v7) */
+    int split_attention;             /**< 1: attention split over the idle blocks at 1-4 rows (v5, v6) */
+    int tagged;                      /**< 1: rows tagged with the step, the LayerNorms folded into the weights (v6) */
 } decode_path;
 
-/** @brief The decode variants, v1 … v7 in teaching order (variants.c). */
+/** @brief The decode variants, v1 … v6 in teaching order (variants.c). */
 extern const decode_path decode_paths[];
 
 /** @brief The model on the GPU, its KV cache and its scratch buffers. */
@@ -171,42 +170,34 @@ typedef struct {
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
     const decode_path *path;  /**< the decode variant (engine_init): a row of decode_paths[] */
-    int fused_decode;         /**< v2-v7: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
+    int fused_decode;         /**< v2-v6: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
                                    takes run v2's fused kernels */
     int dependent_launch;     /**< v2 on sm_90: its kernels start as programmatic dependents of the one before */
-    void **qkv_wt;            /**< v2-v7, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
-    void **proj_wt;           /**< v2-v7, per layer: [C][C] */
-    void **fc_wt;             /**< v2-v7, per layer: [4C][C] */
-    void **fcproj_wt;         /**< v2-v7, per layer: [C][4C] */
-    unsigned long long *d_best; /**< v2-v7: the LM head's argmax key per sequence */
-    const char *(*step)(wb_dtype, const decode_step_args *); /**< v3-v7: the persistent kernel of a step (v6, v7:
-                                                                   v5's, for the steps the next one does not take) */
-    size_t (*step_smem)(wb_dtype, const decode_step_args *); /**< its shared memory (0: it cannot take the step) */
-    const char *(*merged_step)(wb_dtype, const decode_step_args *); /**< v6, v7: the kernel of the steps of 1 sequence
-                                                                          whose context one pass covers, or NULL */
-    size_t (*merged_step_smem)(wb_dtype, const decode_step_args *); /**< its shared memory */
-    float *d_att_parts;       /**< v5-v7: the split attention's partial outputs (decode_step_args.att_parts) */
-    void **proj_heads;        /**< v6, v7, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
-    long long *d_proj_acc;    /**< v6: [L][DECODE_PROJ_ACC_ROW(C)] proj's fixed-point sums (decode_step_args.proj_acc) */
-    void **qkv_wt_folded;     /**< v7, per layer: qkv_wt with ln_1's gains folded in, [3C][C] */
-    void **fc_wt_folded;      /**< v7, per layer: fc_wt with ln_2's gains folded in, [4C][C] */
-    float **qkv_b_folded;     /**< v7, per layer: [2][3C] qkv_b with ln_1's shifts folded in, then the sums of
+    void **qkv_wt;            /**< v2-v6, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
+    void **proj_wt;           /**< v2-v6, per layer: [C][C] */
+    void **fc_wt;             /**< v2-v6, per layer: [4C][C] */
+    void **fcproj_wt;         /**< v2-v6, per layer: [C][4C] */
+    unsigned long long *d_best; /**< v2-v6: the LM head's argmax key per sequence */
+    float *d_att_parts;       /**< v5, v6: the split attention's partial outputs (decode_step_args.att_parts) */
+    void **proj_heads;        /**< v6, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
+    void **qkv_wt_folded;     /**< v6, per layer: qkv_wt with ln_1's gains folded in, [3C][C] */
+    void **fc_wt_folded;      /**< v6, per layer: fc_wt with ln_2's gains folded in, [4C][C] */
+    float **qkv_b_folded;     /**< v6, per layer: [2][3C] qkv_b with ln_1's shifts folded in, then the sums of
                                    each output's folded weights */
-    float **fc_b_folded;      /**< v7, per layer: [2][4C] the same for fc */
-    void *d_layers_folded;    /**< v7: d_layers with those (decode_layer_weights[L]), for its own steps */
-    unsigned *d_tagged;       /**< v7: the tagged rows (decode_step_args.tagged) */
-    long long *d_tagged_acc;  /**< v7: proj's sums with their counts (decode_step_args.tagged_acc) */
-    unsigned *d_epoch;        /**< v7: the steps' counter (decode_step_args.epoch) */
-    int queued_step_tagged;   /**< v7: whether the last step engine_generate queued was v7's (which zeroes the keys
+    float **fc_b_folded;      /**< v6, per layer: [2][4C] the same for fc */
+    void *d_layers_folded;    /**< v6: d_layers with those (decode_layer_weights[L]), for its own steps */
+    unsigned *d_tagged;       /**< v6: the tagged rows (decode_step_args.tagged) */
+    long long *d_tagged_acc;  /**< v6: proj's sums with their counts (decode_step_args.tagged_acc) */
+    unsigned *d_epoch;        /**< v6: the steps' counter (decode_step_args.epoch) */
+    int queued_step_tagged;   /**< v6: whether the last step engine_generate queued was v6's (which zeroes the keys
                                    of the step after it) */
-    int l2_prefetch;          /**< v3: linears ahead whose weights each block asks L2 for (0: none) */
-    void *d_layers;           /**< v3-v7: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
-    unsigned *d_barrier;      /**< v3-v6: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
-    unsigned long long *d_trace; /**< v3-v7: when not NULL, steps launched outside a graph write their trace here
+    void *d_layers;           /**< v3-v6: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
+    unsigned *d_barrier;      /**< v3-v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
+    unsigned long long *d_trace; /**< v3-v6: when not NULL, steps launched outside a graph write their trace here
                                       (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
-    int graph_merged;         /**< and whether its step is v6's or v7's (engine_decode.c decides step by step) */
+    int graph_one_row;         /**< and whether its step is v6's (engine_decode.c decides step by step) */
 } gpt2_engine;
 
 /**
@@ -215,7 +206,7 @@ typedef struct {
  * @param e        the engine to fill
  * @param m        the model (host, fp32)
  * @param dtype    storage of matrices, activations and the KV cache
- * @param path     the decode variant, a row of decode_paths[] (variants.c: v1 the earlier stages' kernels … v7
+ * @param path     the decode variant, a row of decode_paths[] (variants.c: v1 the earlier stages' kernels … v6
  *        no grid barriers). Prefill is v1's in every variant.
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
@@ -258,13 +249,13 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
 
 /**
  * @brief Greedy decode of `steps` steps, each step's tokens fed from the step
- *        before on the GPU. With the persistent step (v3-v7), the host works
+ *        before on the GPU. With the persistent step (v3-v6), the host works
  *        out and uploads the inputs of up to queue_steps steps (slots, block
  *        tables: they do not depend on the tokens) and queues their kernels;
  *        it works out and queues the next queue before it waits for this
  *        one's tokens, so the GPU runs all the steps back to back. Otherwise
  *        it is a loop of engine_decode.
- * @param e      the engine (v3-v7 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
+ * @param e      the engine (v3-v6 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
  * @param n      sequences
  * @param seqs   their ids (live, each with room for `steps` more tokens in the context)
  * @param tokens one token each, fed to the first step
@@ -275,13 +266,13 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  */
 const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out);
 
-/** @brief Whether a decode step of n sequences runs as one persistent kernel (v3-v7, and its rows fit in a block's
+/** @brief Whether a decode step of n sequences runs as one persistent kernel (v3-v6, and its rows fit in a block's
  *         shared memory; otherwise v2's kernels take it). */
 int engine_persistent_step(const gpt2_engine *e, int n);
 
 /** @brief The variant whose kernels run a decode step of n sequences, the longest max_len tokens after it, on this
- *         engine: its own, or v1's (over 8 sequences), v2's (rows a persistent step cannot hold), v5's (v6's and
- *         v7's steps that their one-sequence kernel does not take). A row of a table names the kernel that ran. */
+ *         engine: its own, or v1's (over 8 sequences), v2's (rows a persistent step cannot hold), v5's (v6's
+ *         steps that their one-sequence kernel does not take). A row of a table names the kernel that ran. */
 const decode_path *engine_step_path(const gpt2_engine *e, int n, int max_len);
 
 /** @brief End a sequence: its pages go back to the pool. */

@@ -1,7 +1,7 @@
 /**
  * @file stages/10_gpt2_e2e/engine_decode.c
  * @brief The decode step loop every variant shares: a step's inputs, its
- *        kernels (v1's and v2's kernel by kernel, in a CUDA graph; v3-v7's one
+ *        kernels (v1's and v2's kernel by kernel, in a CUDA graph; v3-v6's one
  *        persistent kernel), and steps queued on the GPU (engine_generate).
  */
 #include "engine.h"
@@ -44,66 +44,66 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     decode_problem dp = {n, H, H, d, ENGINE_BLOCK_SIZE, e->kv.max_pages_per_seq, c->max_T, (long long)n * c->max_T,
                          1.0f / sqrtf((float)d), e->dtype, e->q_rows, e->k_pool[l], e->v_pool[l], e->step_d.tables,
                          e->step_d.lens, e->att, e->decode_workspace, e->decode_workspace_bytes, e->decode_counters, NULL,
-                         fused_step(e, n) && e->dependent_launch, NULL /* no tile counters: v6 is not a decode choice here */};
+                         fused_step(e, n) && e->dependent_launch, NULL /* no tile counters: stage 09's v6 is not a decode choice here */};
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
 /**
  * @brief Whether a step of n sequences with the context lengths of `host`
- *        (its inputs on the host) runs v6's or v7's kernel: at 1 row, where
+ *        (its inputs on the host) runs v6's kernel: at 1 row, where
  *        one pass of a block's warps covers the context. Past it, their
  *        attention (one block a head) would read the context in two passes,
  *        where v5's phases split it over the idle blocks. The host knows
  *        every step's lengths before it launches the step (engine_generate
  *        works them out a queue ahead), so it chooses the kernel.
  */
-/** Whether v6's or v7's own kernel takes a step of n sequences whose longest context is max_len tokens: one
+/** Whether v6's own kernel takes a step of n sequences whose longest context is max_len tokens: one
  *  sequence, whose context one pass of a block's warps covers. */
 static int one_row_step_takes(const gpt2_engine *e, int n, int max_len)
 {
-    return e->merged_step && n == 1 && max_len <= gpt2_decode_step_pass_tokens(e->dtype);
+    return e->path->one_row_step && n == 1 && max_len <= gpt2_decode_step_pass_tokens(e->dtype);
 }
 
-static int step_is_merged(const gpt2_engine *e, int n, const engine_step_inputs *host)
+static int one_row_step_runs(const gpt2_engine *e, int n, const engine_step_inputs *host)
 {
     return one_row_step_takes(e, n, n == 1 ? host->lens[0] : 0);
 }
 
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
- *         to `best`; v7's folded weights for its own steps (`merged`). */
+ *         to `best`; v6's folded weights for its own steps (`one_row`). */
 static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const engine_step_inputs *in,
-                                             unsigned long long *best, int merged)
+                                             unsigned long long *best, int one_row)
 {
     const gpt2_config *c = &e->cfg;
-    decode_step_args a = {.layers = merged && e->d_layers_folded ? e->d_layers_folded : e->d_layers,
+    decode_step_args a = {.layers = one_row && e->d_layers_folded ? e->d_layers_folded : e->d_layers,
                           .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
                           .wte = e->wte, .wpe = e->wpe, .lnf_w = e->lnf_w, .lnf_b = e->lnf_b,
                           .tokens = in->tokens, .positions = in->positions, .slots = in->slots,
                           .tables = in->tables, .lens = in->lens, .max_pages = e->kv.max_pages_per_seq,
                           .block_size = ENGINE_BLOCK_SIZE, .x = e->x, .q = e->q_rows, .att = e->att,
                           .hidden = e->hidden, .logits = e->logits, .ldy = e->vocab_padded, .best = best,
-                          .barrier = e->d_barrier, .l2_prefetch = e->l2_prefetch, .trace = e->d_trace,
-                          .att_parts = e->d_att_parts, .proj_acc = e->d_proj_acc, .tagged = e->d_tagged,
+                          .barrier = e->d_barrier, .trace = e->d_trace,
+                          .att_parts = e->d_att_parts, .tagged = e->d_tagged,
                           .tagged_acc = e->d_tagged_acc, .epoch = e->d_epoch};
     return a;
 }
 
-/** @brief Launch a step: v6's or v7's kernel where it takes the step (`merged`), else the variant's. */
-static const char *launch_step_kernel(const gpt2_engine *e, const decode_step_args *a, int merged)
+/** @brief Launch a step: v6's kernel where it takes the step (`one_row`), else the variant's. */
+static const char *launch_step_kernel(const gpt2_engine *e, const decode_step_args *a, int one_row)
 {
-    return merged ? e->merged_step(e->dtype, a) : e->step(e->dtype, a);
+    return one_row ? e->path->one_row_step(e->dtype, a) : e->path->step(e->dtype, a);
 }
 
 int engine_persistent_step(const gpt2_engine *e, int n)
 {
-    if (!e->step || n > DECODE_MAX_ROWS) return 0;
+    if (!e->path->step || n > DECODE_MAX_ROWS) return 0;
     /* the arguments a step would take: the same sizes, so the size asked is the size launched */
     decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, 0);
-    size_t smem = e->step_smem(e->dtype, &a), limit = wb_current_smem_per_block();
-    if (e->merged_step && n == 1) { /* v6, v7: their steps take their kernel */
+    size_t smem = e->path->step_smem(e->dtype, &a), limit = wb_current_smem_per_block();
+    if (e->path->one_row_step && n == 1) { /* v6: its steps take its kernel */
         a = persistent_step_args(e, n, &e->step_d, e->d_best, 1);
-        size_t merged = e->merged_step_smem(e->dtype, &a);
-        if (!merged || merged > limit) return 0;
+        size_t one_row = e->path->one_row_smem(e->dtype, &a);
+        if (!one_row || one_row > limit) return 0;
     }
     return smem && smem <= limit;
 }
@@ -112,20 +112,20 @@ const decode_path *engine_step_path(const gpt2_engine *e, int n, int max_len)
 {
     if (!fused_step(e, n)) return &decode_paths[0];                 /* v1's kernels */
     if (!engine_persistent_step(e, n)) return &decode_paths[1];     /* v2's fused kernels */
-    if (!e->merged_step || one_row_step_takes(e, n, max_len)) return e->path;
-    const decode_path *p = e->path; /* v6, v7 at other steps: the variant whose step is theirs without a row step */
-    while (p > decode_paths && (p->one_row_step || p->step != e->step)) --p;
+    if (!e->path->one_row_step || one_row_step_takes(e, n, max_len)) return e->path;
+    const decode_path *p = e->path; /* v6 at other steps: the variant whose step is theirs without a row step */
+    while (p > decode_paths && (p->one_row_step || p->step != e->path->step)) --p;
     return p;
 }
 
-/** v3-v7's decode step for n sequences: one cooperative kernel (and a memset) runs what v2 launches as 62 kernels. */
+/** v3-v6's decode step for n sequences: one cooperative kernel (and a memset) runs what v2 launches as 62 kernels. */
 static const char *decode_kernels_persistent(gpt2_engine *e, int n)
 {
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
-    const int merged = step_is_merged(e, n, &e->step_h);
-    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, merged);
-    TRY(launch_step_kernel(e, &a, merged));
+    const int one_row = one_row_step_runs(e, n, &e->step_h);
+    decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, one_row);
+    TRY(launch_step_kernel(e, &a, one_row));
     engine_charge(e, &p->whole_step, &mark);
     return NULL;
 }
@@ -235,7 +235,7 @@ static const char *capture_decode(gpt2_engine *e, int n)
     }
     WB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     WB_CUDA_CHECK(cudaGraphDestroy(graph));
-    e->graph_exec = exec, e->graph_n = n, e->graph_merged = step_is_merged(e, n, &e->step_h);
+    e->graph_exec = exec, e->graph_n = n, e->graph_one_row = one_row_step_runs(e, n, &e->step_h);
     return NULL;
 }
 
@@ -303,11 +303,11 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     if (e->profile || !e->use_graphs) {
         TRY(decode_kernels(e, n));
     } else {
-        if (!e->graph_exec || e->graph_n != n || e->graph_merged != step_is_merged(e, n, in))
-            TRY(capture_decode(e, n)); /* v6, v7: the step's kernel changed with its context */
+        if (!e->graph_exec || e->graph_n != n || e->graph_one_row != one_row_step_runs(e, n, in))
+            TRY(capture_decode(e, n)); /* v6: the step's kernel changed with its context */
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
-    if (fused_step(e, n)) { /* v2-v7's LM head leaves an argmax key per sequence */
+    if (fused_step(e, n)) { /* v2-v6's LM head leaves an argmax key per sequence */
         unsigned long long keys[DECODE_MAX_ROWS];
         WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);
@@ -369,17 +369,17 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     for (int j = 0; j < queued; ++j) {
         const int s = s0 + j;
         TRY(copy_pages(e, copies[j], n_copies[j]));
-        const int merged = step_is_merged(e, n, &h[j]);
-        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), merged);
+        const int one_row = one_row_step_runs(e, n, &h[j]);
+        decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), one_row);
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
-        /* a queued v7 step zeroes the keys the step after it raises, as it ends (decode_tagged.cu); steps 0 and 1, and
+        /* a queued v6 step zeroes the keys the step after it raises, as it ends (decode_tagged.cu); steps 0 and 1, and
          * a step after one of another kernel, get the launcher's memset */
-        const int tagged = merged && e->path->tagged;
+        const int tagged = one_row && e->path->tagged;
         a.best_zeroed = s >= 2 && e->queued_step_tagged;
         e->queued_step_tagged = tagged;
-        TRY(launch_step_kernel(e, &a, merged));
+        TRY(launch_step_kernel(e, &a, one_row));
     }
     WB_CUDA_CHECK(cudaMemcpyAsync(queue_fed_tokens(e, q), e->d_fed,
                                   (size_t)queued * n * sizeof(int), cudaMemcpyDeviceToHost, cudaStreamPerThread));

@@ -231,9 +231,9 @@ static int check_model(const gpt2_model *m, const char *model, int v, wb_dtype d
         printf("  %-58s %s\n", "steps queued on the GPU choose the tokens of (2)", same ? "ok" : "FAIL");
         failed += !same, ++*checks;
     }
-    /* (5b) the same at 1 row, where v6's and v7's own steps run: sequence 0 alone, its steps one by one
+    /* (5b) the same at 1 row, where v6's own steps run: sequence 0 alone, its steps one by one
      * (engine_decode, each fed the token the step before chose), then queued (engine_generate, 4 at a time): the same
-     * tokens. v7's queued steps zero the keys of the step after them, and its steps one by one get a memset */
+     * tokens. v6's queued steps zero the keys of the step after them, and its steps one by one get a memset */
     {
         int seq = 0, first_by_step, first_queued, tok, by_step[STEPS], queued[STEPS], same = 1;
         why = engine_prefill(&e, 1, &seq, tokens + offs[0], &lens[0], &first_by_step, NULL);
@@ -399,7 +399,7 @@ static int generate(const gpt2_model *model, const char *weights, const gpt2_tok
            weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model->cfg.vocab,
            model->cfg.max_T, model->cfg.n_layer, model->cfg.n_head, model->cfg.C);
     printf("decode: %s in %s, %s%s\n", variant_ids[v], wb_dtype_name(dtype), decode_paths[v].what,
-           variant < 0 || !dtype_choice ? " (the fastest this GPU runs; --variant v1..v7 and --dtype fp32|fp16 pick "
+           variant < 0 || !dtype_choice ? " (the fastest this GPU runs; --variant v1..v6 and --dtype fp32|fp16 pick "
                                           "another)" : "");
     int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
     int *all = malloc((size_t)B * n_ids * 4), *chosen = malloc((size_t)B * steps * 4), total = 0;

@@ -1,6 +1,6 @@
 /**
  * @file stages/10_gpt2_e2e/proj_heads.cuh
- * @brief v6, v7: attention and proj in one phase, at 1 row (fp16). Each
+ * @brief v6: attention and proj in one phase, at 1 row (fp16). Each
  *        block computes one head's attention and multiplies it by its slice
  *        of proj's weights; the heads' parts of each output are added as
  *        they are stored, in 64-bit fixed point.
@@ -94,7 +94,7 @@ static __device__ __forceinline__ void proj_head_dots(const LinearShare &p, cons
     }
 }
 
-/** @brief Why v6's or v7's kernel cannot take these arguments (one sequence of GPT-2 small's shape, fp16, sm_90, at
+/** @brief Why v6's kernel cannot take these arguments (one sequence of GPT-2 small's shape, fp16, sm_90, at
  *         least one block a head), or NULL. */
 static const char *merged_step_refused(wb_dtype dtype, const decode_step_args *a, int cc, int sms)
 {

@@ -8,35 +8,34 @@
 
 #include "engine.h"
 
+#define RING_NEEDS "the weight ring (v4-v6) needs sm_90: the copy engine's bulk copies"
+
 /* The variants in teaching order: each row is what the variant adds over the one before and what its engine sets
  * up; engine_init() reads the row, the program and the bench walk the table. */
 const decode_path decode_paths[N_VARIANTS] = {
-    {"v1", "layer by layer: stages 03-09's kernels",
-     "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75)",
-     75, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0},
-    {"v2", "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
-     "v1 + the fused decode linear: LayerNorm, bias, GELU, residual, K/V append, argmax in the GEMV (sm_75)",
-     75, NULL, 0, 1, NULL, NULL, NULL, NULL, 0, 0, 0},
-    {"v3", "v2's step as one persistent kernel (grid barriers)",
-     "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences)",
-     75, NULL, 0, 1, gpt2_step_persistent, gpt2_step_persistent_smem, NULL, NULL, 0, 0, 0},
-    {"v4", "v3 + the weights by the copy engine into a ring in smem",
-     "v3 + the weights brought by the copy engine into a ring in shared memory (sm_90)",
-     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 0, 1, gpt2_step_ring,
-     gpt2_step_ring_smem, NULL, NULL, 0, 0, 0},
-    {"v5", "v4 + the LM head through the ring, weights evict-first in L2",
-     "v4 + the LM head through the ring, the weights evict-first in L2; fp16 tensor cores at 4-8 sequences (sm_90)",
-     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 0, 1, gpt2_step_ring_head,
-     gpt2_step_ring_head_smem, NULL, NULL, 1, 0, 0},
-    {"v6", "v5 + attention and proj in one phase at batch 1",
-     "v5 + attention and proj in one phase; a batch-1 variant: other steps run v5's kernel (fp16, sm_90)",
-     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 1, 1, gpt2_step_ring_head,
-     gpt2_step_ring_head_smem, gpt2_step_merged, gpt2_step_merged_smem, 1, 1, 0},
-    {"v7", "v6 + no grid barriers: the rows tagged with the step",
-     "v6 + no grid barriers: each output tagged with the step, each phase polls its rows; a batch-1 variant: other "
-     "steps run v5's kernel (fp16, sm_90)",
-     90, "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies", 1, 1, gpt2_step_ring_head,
-     gpt2_step_ring_head_smem, gpt2_step_tagged, gpt2_step_tagged_smem, 1, 0, 1},
+    {.id = "v1", .what = "layer by layer: stages 03-09's kernels",
+     .help = "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75)", .min_cc = 75},
+    {.id = "v2", .what = "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
+     .help = "v1 + the fused decode linear: LayerNorm, bias, GELU, residual, K/V append, argmax in the GEMV (sm_75)",
+     .min_cc = 75, .fused_linears = 1},
+    {.id = "v3", .what = "v2's step as one persistent kernel (grid barriers)",
+     .help = "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences)",
+     .min_cc = 75, .fused_linears = 1, .step = gpt2_step_persistent, .step_smem = gpt2_step_persistent_smem},
+    {.id = "v4", .what = "v3 + the weights by the copy engine into a ring in smem",
+     .help = "v3 + the weights brought by the copy engine into a ring in shared memory (sm_90)",
+     .min_cc = 90, .min_cc_why = RING_NEEDS, .fused_linears = 1, .step = gpt2_step_ring,
+     .step_smem = gpt2_step_ring_smem},
+    {.id = "v5", .what = "v4 + the LM head through the ring, weights evict-first in L2",
+     .help = "v4 + the LM head through the ring, the weights evict-first in L2; fp16 tensor cores at 4-8 sequences "
+             "(sm_90)",
+     .min_cc = 90, .min_cc_why = RING_NEEDS, .fused_linears = 1, .step = gpt2_step_ring_head,
+     .step_smem = gpt2_step_ring_head_smem, .split_attention = 1},
+    {.id = "v6", .what = "v5 + attention and proj in one phase, no grid barriers: rows tagged with the step",
+     .help = "v5 + attention and proj in one phase by head, no grid barriers: each output tagged with the step, each "
+             "phase polls its rows; a batch-1 variant: other steps run v5's kernel (fp16, sm_90)",
+     .min_cc = 90, .min_cc_why = RING_NEEDS, .fp16_only = 1, .fused_linears = 1, .step = gpt2_step_ring_head,
+     .step_smem = gpt2_step_ring_head_smem, .one_row_step = gpt2_step_tagged, .one_row_smem = gpt2_step_tagged_smem,
+     .split_attention = 1, .tagged = 1},
 };
 
 /* The argument parser's lists (args.h wants arrays of strings): the table's ids and help lines, then the

@@ -1,7 +1,7 @@
 /**
  * @file stages/10_gpt2_e2e/weight_ring.cuh
- * @brief v4-v7: a block's weights brought into a ring in its shared memory by
- *        the copy engine (sm_90), and what v5 adds to the ring that v6 and v7
+ * @brief v4-v6: a block's weights brought into a ring in its shared memory by
+ *        the copy engine (sm_90), and what v5 adds to the ring that v6
  *        keep: the LM head through it, its rows normalised in one pass, its
  *        requests paced.
  *
@@ -43,7 +43,7 @@
  */
 #define RING_PRODUCER 32
 /**
- * @brief v5-v7's producer: lane 0 of the last warp. Its requests take a
+ * @brief v5, v6's producer: lane 0 of the last warp. Its requests take a
  *        while (a proxy fence, an mbarrier, one or two bulk copies), and the
  *        block waits for its slowest warp at the __syncthreads after the dot
  *        products. At 1 or 2 rows warp 1 has as many units as any (3 of
@@ -82,7 +82,7 @@ struct WeightRing {
     unsigned long long tail; /**< chunks given back */
     int next;                /**< the next linear to request */
     int freed;               /**< linears given back */
-    bool evict_first;        /**< v5-v7: the copies mark the weights evict-first in L2 (decode_ring_head.cu) */
+    bool evict_first;        /**< v5, v6: the copies mark the weights evict-first in L2 (decode_ring_head.cu) */
     int producer;            /**< the thread that requests and gives back */
 
     /** @brief Whether this thread is the producer. */
@@ -118,7 +118,7 @@ struct WeightRing {
 #endif
     }
 #if __CUDA_ARCH__ >= 900
-    /** @brief One bulk copy into the ring: plain (v4), or with v5-v7's evict-first policy. */
+    /** @brief One bulk copy into the ring: plain (v4), or with v5, v6's evict-first policy. */
     __device__ __forceinline__ void copy(uint4 *dst, const uint4 *src, unsigned bytes, uint64_t *bar, uint64_t policy)
     {
         if (evict_first) bulk_load_with_policy(dst, src, bytes, bar, policy);
@@ -169,7 +169,7 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
 }
 
 /* ------------------------------------------------------------------------ */
-/* v5-v7: the LM head through the ring, a LayerNorm's rows in one pass       */
+/* v5, v6: the LM head through the ring, a LayerNorm's rows in one pass       */
 /* ------------------------------------------------------------------------ */
 /*
  * The LM head is an eighth of v4's step: 77 MB of wte streamed through
@@ -199,14 +199,14 @@ static __host__ __device__ __forceinline__ int head_pieces(int outs, size_t elem
     return (outs + head_piece_outputs(elem) - 1) / head_piece_outputs(elem);
 }
 
-/** @brief The ring's plan: 4L linears, and (v5-v7) the pieces of one block's share of the LM head (V over blocks). */
+/** @brief The ring's plan: 4L linears, and (v5, v6) the pieces of one block's share of the LM head (V over blocks). */
 static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, int blocks, size_t elem, bool head_ring)
 {
     return 4 * L + (head_ring ? head_pieces((V + blocks - 1) / blocks, elem) : 0);
 }
 
 /** @brief The most 16-byte chunks the ring must hold at once: one block's share of one linear, and with the LM head
- *         in the ring (v5-v7) room for two of its pieces. */
+ *         in the ring (v5, v6) room for two of its pieces. */
 static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_ring)
 {
     const int vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
@@ -228,7 +228,7 @@ static __device__ __forceinline__ RingPlan plan_linear(const decode_step_args &a
     return {share.w, (unsigned)(share.outs * share.chunks)};
 }
 
-/** @brief v5-v7: the pieces of the block's share of the LM head into the plan after the 4L linears, by the block's
+/** @brief v5, v6: the pieces of the block's share of the LM head into the plan after the 4L linears, by the block's
  *         threads in turn; how many. */
 template <typename T>
 static __device__ int plan_head_pieces(const decode_step_args &a, const decode_layer_weights *layers, RingPlan *plan)
@@ -251,7 +251,7 @@ static __device__ int plan_head_pieces(const decode_step_args &a, const decode_l
 #define PACED_AHEAD_LINEARS 4
 
 /**
- * @brief v5-v7 (fp16): where the producer's requests stop at linear j's
+ * @brief v5, v6 (fp16): where the producer's requests stop at linear j's
  *        rows, a phase of kind `kind`. Asking for whatever fits, as the step
  *        starts that is 8 linears, nearly two blocks of the model: 26 MB
  *        from all blocks at once, 9 µs of DRAM, and the first phase's own

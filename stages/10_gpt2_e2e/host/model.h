@@ -59,7 +59,7 @@ int gpt2_model_write(const gpt2_model *m, const char *path, int with_prefix, cha
 
 /**
  * @brief Fold a LayerNorm (gain g, shift b, [K]) into the linear after it (w
- *        [K][N], bias [N]), the decode step's v7 (decode_tagged.cu:
+ *        [K][N], bias [N]), the decode step's v6 (decode_tagged.cu:
  *        row_statistics): LN(x)·w + bias = rstd·(x·w' − mean·Σ_k w'_k) +
  *        bias'. Writes w' = g_k·w_kn, each value passed through `round`
  *        (the storage's rounding; NULL keeps fp32), into w_folded [K][N], and
