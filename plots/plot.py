@@ -605,7 +605,7 @@ MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "t
 # min_cc): they do not run on a T4 at all.
 NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90"},
                "04": {"v6": "sm_80", "v7": "sm_90", "v8": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90"},
-               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v4": "sm_90", "v5": "sm_90", "v6": "sm_90", "v7": "sm_90"}}
+               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v4": "sm_90", "v5": "sm_90", "v6": "sm_90"}}
 # GPT-2 124M (stage 10): parameters, all streamed once per decode step.
 GPT2_124M_PARAMS = 124_439_808
 

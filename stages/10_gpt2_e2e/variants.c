@@ -8,6 +8,7 @@
 
 #include "engine.h"
 
+/** @brief Why v4-v6 need sm_90 (the message where the GPU lacks it). */
 #define RING_NEEDS "the weight ring (v4-v6) needs sm_90: the copy engine's bulk copies"
 
 /* The variants in teaching order: each row is what the variant adds over the one before and what its engine sets
