@@ -32,10 +32,12 @@ static int find_linear(const char *id, wb_dtype dtype)
     return -1;
 }
 
-static int find_attention(const char *id)
+/** The index of the variant `id` in an earlier stage's table of `count` entries of `stride` bytes, each starting with
+ *  its id (as every stage's variant struct does), or -1. */
+static int find_variant(const void *table, size_t stride, int count, const char *id)
 {
-    for (int i = 0; i < attention_variant_count; ++i)
-        if (strcmp(attention_variants[i].id, id) == 0) return i;
+    for (int i = 0; i < count; ++i)
+        if (strcmp(*(const char *const *)((const char *)table + (size_t)i * stride), id) == 0) return i;
     return -1;
 }
 
@@ -47,25 +49,6 @@ static void *device_zeroed(size_t bytes, const char *what)
     void *p = wb_device_alloc(bytes, what);
     WB_CUDA_CHECK(cudaMemset(p, 0, bytes));
     return p;
-}
-
-/**
- * v6: a LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; decode_tagged.cu: row_statistics),
- * uploaded: the folded weights as [N][K], like the others, into *w_out; [2][N], the bias with the shifts folded in
- * and then the sums of each output's folded weights, into *bias_out.
- */
-static const char *upload_folded(const float *w, const float *bias, const float *g, const float *b, int K, int N,
-                                 wb_dtype dtype, void **w_out, float **bias_out)
-{
-    float *folded = malloc((size_t)K * N * sizeof *folded), *bias_sums = malloc((size_t)2 * N * sizeof *bias_sums);
-    float (*round)(float) = dtype == WB_F16 ? wb_round_to_half : NULL; /* as the upload rounds it */
-    int ok = folded && bias_sums && gpt2_fold_layernorm(w, bias, g, b, K, N, round, folded, bias_sums) == 0;
-    if (ok) {
-        *w_out = wb_device_upload_transposed(folded, K, N, dtype, "folded weight, transposed");
-        *bias_out = upload_f32(bias_sums, (size_t)2 * N, "folded bias and sums");
-    }
-    free(folded), free(bias_sums);
-    return ok ? NULL : "out of host memory";
 }
 
 /** Lay a decode step's inputs out from `base` (slots first: 8-byte aligned) into `v`; returns their bytes. */
@@ -91,12 +74,16 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp32: v4, split-K where the tiles fill under two waves, as at 32 rows;
      * fp16: v7, the Hopper GEMM, on a compute capability 9.0 GPU, v6 on sm_80, v5 (WMMA) on the T4),
-     * stage 05's LayerNorm v3, stage 06's best for the precision, stage 09's v3 */
+     * stage 05's LayerNorm v3, stage 06's best for the precision, stage 08's append v2, stage 09's v3 */
     e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v7" : cc >= 80 ? "v6" : "v5") : "v4", dtype);
-    e->layernorm_variant = 2;
-    e->attention_variant = find_attention(dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
-    e->decode_variant = 2;
-    if (e->linear_variant < 0 || e->attention_variant < 0) return "a kernel variant is missing from an earlier stage";
+    e->layernorm_variant = find_variant(layernorm_variants, sizeof layernorm_variants[0], layernorm_variant_count, "v3");
+    e->attention_variant = find_variant(attention_variants, sizeof attention_variants[0], attention_variant_count,
+                                        dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
+    e->decode_variant = find_variant(decode_variants, sizeof decode_variants[0], decode_variant_count, "v3");
+    e->kv_variant = find_variant(kv_variants, sizeof kv_variants[0], kv_variant_count, "v2");
+    if (e->linear_variant < 0 || e->layernorm_variant < 0 || e->attention_variant < 0 || e->decode_variant < 0 ||
+        e->kv_variant < 0)
+        return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
     if (!path) return "no decode variant given (decode_paths[] in variants.c)";
     if (linear_variants[e->linear_variant].min_cc > cc) return "needs sm_75 (stage 04's linears)";
@@ -122,13 +109,9 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         for (int k = 0; k < C; ++k) wt[(size_t)k * Vp + v] = w->wte[(size_t)v * C + k];
     e->wte_t = wb_device_upload(wt, (size_t)Vp * C, dtype, "wte transposed");
     free(wt);
-    void ***mats[] = {&e->qkv_w,      &e->proj_w,    &e->fc_w,       &e->fcproj_w,       &e->qkv_wt,
-                      &e->proj_wt,    &e->fc_wt,     &e->fcproj_wt,  &e->proj_heads,     &e->qkv_wt_folded,
-                      &e->fc_wt_folded};
-    float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b,  &e->fcproj_b,     &e->ln1_w,
-                       &e->ln1_b, &e->ln2_w,  &e->ln2_b, &e->qkv_b_folded, &e->fc_b_folded};
-    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL in v1, by head
-                                                                  * before v6, folded before v6 */
+    void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w, &e->qkv_wt, &e->proj_wt, &e->fc_wt, &e->fcproj_wt};
+    float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL in v1 */
         *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
         memset(*mats[i], 0, (size_t)L * sizeof(void *));
     }
@@ -152,26 +135,12 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         }
         e->qkv_b[l] = upload_f32(b->qkv_b, (size_t)3 * C, "qkv bias");
         e->proj_b[l] = upload_f32(b->proj_b, (size_t)C, "proj bias");
-        if (e->path->one_row_step) { /* v6: proj_wt ([C][C], each output's C inputs) by head: [H][C][64] */
-            const size_t es = wb_dtype_bytes(dtype);
-            e->proj_heads[l] = wb_device_alloc((size_t)C * C * es, "proj weight by head");
-            for (int h = 0; h < H; ++h) /* head h's 64 inputs of every output, one 2-D copy */
-                WB_CUDA_CHECK(cudaMemcpy2D((char *)e->proj_heads[l] + (size_t)h * C * d * es, (size_t)d * es,
-                                           (const char *)e->proj_wt[l] + (size_t)h * d * es, (size_t)C * es,
-                                           (size_t)d * es, (size_t)C, cudaMemcpyDeviceToDevice));
-        }
         e->fc_b[l] = upload_f32(b->fc_b, (size_t)4 * C, "fc bias");
         e->fcproj_b[l] = upload_f32(b->fcproj_b, (size_t)C, "fc proj bias");
         e->ln1_w[l] = upload_f32(b->ln1_w, (size_t)C, "ln_1 weight");
         e->ln1_b[l] = upload_f32(b->ln1_b, (size_t)C, "ln_1 bias");
         e->ln2_w[l] = upload_f32(b->ln2_w, (size_t)C, "ln_2 weight");
         e->ln2_b[l] = upload_f32(b->ln2_b, (size_t)C, "ln_2 bias");
-        if (path->tagged) { /* v6: ln_1 into QKV, ln_2 into fc */
-            TRY(upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, dtype, &e->qkv_wt_folded[l],
-                               &e->qkv_b_folded[l]));
-            TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, dtype, &e->fc_wt_folded[l],
-                               &e->fc_b_folded[l]));
-        }
     }
     e->lnf_w = upload_f32(w->lnf_w, (size_t)C, "ln_f weight");
     e->lnf_b = upload_f32(w->lnf_b, (size_t)C, "ln_f bias");
@@ -191,25 +160,12 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         for (int l = 0; l < L; ++l)
             t[l] = (decode_layer_weights){e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], e->qkv_b[l],
                                           e->proj_b[l], e->fc_b[l], e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l],
-                                          e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
-                                          e->proj_heads[l], NULL};
+                                          e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l], NULL, NULL};
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
-        if (path->tagged) { /* v6: the same table, QKV's and fc's weights and biases folded */
-            for (int l = 0; l < L; ++l) {
-                t[l].qkv_wt = e->qkv_wt_folded[l], t[l].qkv_b = e->qkv_b_folded[l];
-                t[l].fc_wt = e->fc_wt_folded[l], t[l].fc_b = e->fc_b_folded[l];
-            }
-            e->d_layers_folded = wb_device_alloc((size_t)L * sizeof *t, "folded layer table");
-            WB_CUDA_CHECK(cudaMemcpy(e->d_layers_folded, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
-        }
         free(t);
+        if (path->one_row_setup) TRY(path->one_row_setup(e, m)); /* v6's own weights and buffers */
         e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
-    }
-    if (path->tagged) { /* v6, zeroed once: tag 0 is no step's, and the first step's sums start at zero */
-        e->d_tagged = device_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
-        e->d_tagged_acc = device_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
-        e->d_epoch = device_zeroed(sizeof(unsigned), "steps' counter");
     }
     if (path->split_attention) { /* v5, v6; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
@@ -281,25 +237,22 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
 
 void engine_free(gpt2_engine *e)
 {
+    if (e->one_row_state) e->path->one_row_free(e);
     if (e->graph_exec) WB_CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)e->graph_exec));
     for (int l = 0; e->qkv_w && l < e->cfg.n_layer; ++l) {
         void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
-                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL in v1 */
-                     e->proj_heads[l], /* NULL before v6 */
-                     e->qkv_wt_folded[l], e->fc_wt_folded[l], e->qkv_b_folded[l], e->fc_b_folded[l]}; /* v6 */
+                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l]}; /* NULL in v1 */
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
                  e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
-                 e->d_att_parts, e->d_layers_folded, e->d_tagged, e->d_tagged_acc,
-                 e->d_epoch};
+                 e->d_att_parts};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
-                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots, e->proj_heads, e->qkv_wt_folded,
-                 e->fc_wt_folded, e->qkv_b_folded, e->fc_b_folded};
+                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
     if (e->step_h.slots) WB_CUDA_CHECK(cudaFreeHost(e->step_h.slots));
     if (e->queue_h[0][0].slots) WB_CUDA_CHECK(cudaFreeHost(e->queue_h[0][0].slots));

@@ -73,6 +73,8 @@ typedef const char *(*decode_step_fn)(wb_dtype dtype, const decode_step_args *a)
 /** @brief A persistent step's dynamic shared memory (0: it cannot take the step). */
 typedef size_t (*decode_step_smem_fn)(wb_dtype dtype, const decode_step_args *a);
 
+struct gpt2_engine;
+
 /**
  * @brief One decode variant: what it adds and what its engine sets up. The table of them, decode_paths[] (v1 …
  *        v6, in teaching order), is in variants.c; the program and the bench walk it, and engine_init() reads the
@@ -91,15 +93,19 @@ typedef struct {
     decode_step_fn one_row_step;     /**< the kernel of the steps of 1 sequence whose context one pass of a block's
                                           warps covers (v6), or NULL: `step` takes them */
     decode_step_smem_fn one_row_smem; /**< its shared memory */
+    const char *(*one_row_setup)(struct gpt2_engine *e, const gpt2_model *m); /**< the one-row step's own weights and
+                                          buffers, beside its kernel (v6: decode_tagged.cu), into e->one_row_state */
+    void (*one_row_args)(const struct gpt2_engine *e, decode_step_args *a); /**< its arguments beyond the shared ones */
+    void (*one_row_free)(struct gpt2_engine *e); /**< frees e->one_row_state */
     int split_attention;             /**< 1: attention split over the idle blocks at 1-4 rows (v5, v6) */
-    int tagged;                      /**< 1: rows tagged with the step, the LayerNorms folded into the weights (v6) */
+    int tagged;                      /**< 1: its one-row steps zero the argmax keys of the step after them (v6) */
 } decode_path;
 
 /** @brief The decode variants, v1 … v6 in teaching order (variants.c). */
 extern const decode_path decode_paths[];
 
 /** @brief The model on the GPU, its KV cache and its scratch buffers. */
-typedef struct {
+typedef struct gpt2_engine {
     gpt2_config cfg;        /**< sizes */
     wb_dtype dtype;         /**< storage of matrices, activations and the KV cache */
     int max_seqs;           /**< sequences served at once */
@@ -167,6 +173,7 @@ typedef struct {
     int layernorm_variant;    /**< index into stage 05's layernorm_variants */
     int attention_variant;    /**< index into stage 06's attention_variants */
     int decode_variant;       /**< index into stage 09's decode_variants */
+    int kv_variant;           /**< index into stage 08's kv_variants (the K/V append) */
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
     const decode_path *path;  /**< the decode variant (engine_init): a row of decode_paths[] */
@@ -179,16 +186,7 @@ typedef struct {
     void **fcproj_wt;         /**< v2-v6, per layer: [C][4C] */
     unsigned long long *d_best; /**< v2-v6: the LM head's argmax key per sequence */
     float *d_att_parts;       /**< v5, v6: the split attention's partial outputs (decode_step_args.att_parts) */
-    void **proj_heads;        /**< v6, per layer: proj_wt by head, [H][C][64] (decode_layer_weights.proj_heads) */
-    void **qkv_wt_folded;     /**< v6, per layer: qkv_wt with ln_1's gains folded in, [3C][C] */
-    void **fc_wt_folded;      /**< v6, per layer: fc_wt with ln_2's gains folded in, [4C][C] */
-    float **qkv_b_folded;     /**< v6, per layer: [2][3C] qkv_b with ln_1's shifts folded in, then the sums of
-                                   each output's folded weights */
-    float **fc_b_folded;      /**< v6, per layer: [2][4C] the same for fc */
-    void *d_layers_folded;    /**< v6: d_layers with those (decode_layer_weights[L]), for its own steps */
-    unsigned *d_tagged;       /**< v6: the tagged rows (decode_step_args.tagged) */
-    long long *d_tagged_acc;  /**< v6: proj's sums with their counts (decode_step_args.tagged_acc) */
-    unsigned *d_epoch;        /**< v6: the steps' counter (decode_step_args.epoch) */
+    void *one_row_state;      /**< the one-row step's own state (its row's one_row_setup), or NULL */
     int queued_step_tagged;   /**< v6: whether the last step engine_generate queued was v6's (which zeroes the keys
                                    of the step after it) */
     void *d_layers;           /**< v3-v6: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
@@ -217,6 +215,15 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
 
 /** @brief Free everything. */
 void engine_free(gpt2_engine *e);
+
+/** @brief v6's own set-up, arguments and tear-down (decode_tagged.cu): its layer table with the LayerNorms folded
+ *         into QKV's and fc's weights and proj's weights by head, the tagged rows, proj's counted sums, the steps'
+ *         counter. */
+const char *gpt2_tagged_setup(gpt2_engine *e, const gpt2_model *m);
+/** @brief v6's step arguments: its layer table and buffers. */
+void gpt2_tagged_args(const gpt2_engine *e, decode_step_args *a);
+/** @brief Frees what gpt2_tagged_setup made. */
+void gpt2_tagged_free(gpt2_engine *e);
 
 /**
  * @brief Prefill: start sequences `seqs` with their prompts (concatenated in

@@ -48,34 +48,29 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
-/**
- * @brief Whether a step of n sequences with the context lengths of `host`
- *        (its inputs on the host) runs v6's kernel: at 1 row, where
- *        one pass of a block's warps covers the context. Past it, their
- *        attention (one block a head) would read the context in two passes,
- *        where v5's phases split it over the idle blocks. The host knows
- *        every step's lengths before it launches the step (engine_generate
- *        works them out a queue ahead), so it chooses the kernel.
- */
 /** Whether v6's own kernel takes a step of n sequences whose longest context is max_len tokens: one
- *  sequence, whose context one pass of a block's warps covers. */
+ *  sequence, whose context one pass of a block's warps covers. Past it, its attention (one block a head) would read
+ *  the context in two passes, where v5's phases split it over the idle blocks. */
 static int one_row_step_takes(const gpt2_engine *e, int n, int max_len)
 {
     return e->path->one_row_step && n == 1 && max_len <= gpt2_decode_step_pass_tokens(e->dtype);
 }
 
+/** Whether a step of n sequences with the context lengths of `host` (its inputs on the host) runs v6's kernel. The
+ *  host knows every step's lengths before it launches the step (engine_generate works them out a queue ahead), so it
+ *  chooses the kernel. */
 static int one_row_step_runs(const gpt2_engine *e, int n, const engine_step_inputs *host)
 {
     return one_row_step_takes(e, n, n == 1 ? host->lens[0] : 0);
 }
 
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
- *         to `best`; v6's folded weights for its own steps (`one_row`). */
+ *         to `best`; for the one-row step (`one_row`), its own arguments too (v6: its layer table and buffers). */
 static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const engine_step_inputs *in,
                                              unsigned long long *best, int one_row)
 {
     const gpt2_config *c = &e->cfg;
-    decode_step_args a = {.layers = one_row && e->d_layers_folded ? e->d_layers_folded : e->d_layers,
+    decode_step_args a = {.layers = e->d_layers,
                           .L = c->n_layer, .C = c->C, .H = c->n_head, .V = c->vocab, .M = n,
                           .wte = e->wte, .wpe = e->wpe, .lnf_w = e->lnf_w, .lnf_b = e->lnf_b,
                           .tokens = in->tokens, .positions = in->positions, .slots = in->slots,
@@ -83,8 +78,8 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
                           .block_size = ENGINE_BLOCK_SIZE, .x = e->x, .q = e->q_rows, .att = e->att,
                           .hidden = e->hidden, .logits = e->logits, .ldy = e->vocab_padded, .best = best,
                           .barrier = e->d_barrier, .trace = e->d_trace,
-                          .att_parts = e->d_att_parts, .tagged = e->d_tagged,
-                          .tagged_acc = e->d_tagged_acc, .epoch = e->d_epoch};
+                          .att_parts = e->d_att_parts};
+    if (one_row && e->one_row_state) e->path->one_row_args(e, &a);
     return a;
 }
 
@@ -148,7 +143,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
         TRY(gpt2_split_qkv(e->dtype, e->qkv, n, C, H, NULL, NULL, NULL, e->q_rows, e->k_rows, e->v_rows));
         kv_append_args ka = {e->dtype, n, H, d, ENGINE_BLOCK_SIZE, e->k_rows, e->v_rows, e->step_d.slots,
                              e->k_pool[l], e->v_pool[l]};
-        TRY(kv_variants[1].append(&ka));
+        TRY(kv_variants[e->kv_variant].append(&ka));
         engine_charge(e, &p->kv_append, &mark);
         TRY(decode_attention(e, n, l));
         engine_charge(e, &p->attention, &mark);

@@ -155,7 +155,7 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
         engine_charge(e, &p->attention, &mark);
         kv_append_args ka = {e->dtype, R, H, d, ENGINE_BLOCK_SIZE, e->k_rows, e->v_rows, e->d_slots,
                              e->k_pool[l], e->v_pool[l]};
-        TRY(kv_variants[1].append(&ka)); /* stage 08's v2 */
+        TRY(kv_variants[e->kv_variant].append(&ka));
         engine_charge(e, &p->kv_append, &mark);
         TRY(engine_block_tail(e, l, R, &mark));
     }
