@@ -47,17 +47,24 @@ static __device__ __forceinline__ void add_counted_mlp(long long *acc, float par
 static __device__ void stage_mlp_sum_rows(const decode_step_args &a, const float *fcproj_b, const long long *acc,
                                           float *x, __half *rows)
 {
-    const long long parts = gridDim.x;
+    constexpr int R = DECODE_MLP_COPIES;
     for (int c = threadIdx.x * 2; c < a.C; c += STEP_THREADS * 2) {
         const float2 b = __ldg(reinterpret_cast<const float2 *>(fcproj_b + c)); /* asked for before the poll */
-        longlong2 s;
-        do {
-            s = load_relaxed2(acc + c);
-        } while ((s.x & 255) != parts || (s.y & 255) != parts);
-        const bool flagged = ((s.x >> 8) & 255) != 0 || ((s.y >> 8) & 255) != 0;
+        long long v0s = 0, v1s = 0;
+        bool flagged = false;
+#pragma unroll
+        for (int r = 0; r < R; ++r) { /* copy r: the parts of blocks r, r + R, … */
+            const long long parts = ((long long)gridDim.x - r + R - 1) / R;
+            longlong2 s;
+            do {
+                s = load_relaxed2(acc + (long long)r * a.C + c);
+            } while ((s.x & 255) != parts || (s.y & 255) != parts);
+            flagged |= ((s.x >> 8) & 255) != 0 || ((s.y >> 8) & 255) != 0;
+            v0s += s.x >> 16, v1s += s.y >> 16;
+        }
         const float nan = __int_as_float(0x7fffffff);
-        const float v0 = flagged ? nan : x[c] + b.x + (float)(s.x >> 16) / DECODE_MLP_FIXED_ONE;
-        const float v1 = flagged ? nan : x[c + 1] + b.y + (float)(s.y >> 16) / DECODE_MLP_FIXED_ONE;
+        const float v0 = flagged ? nan : x[c] + b.x + (float)v0s / DECODE_MLP_FIXED_ONE;
+        const float v1 = flagged ? nan : x[c + 1] + b.y + (float)v1s / DECODE_MLP_FIXED_ONE;
         x[c] = v0, x[c + 1] = v1;
         reinterpret_cast<__half2 *>(rows)[c / 2] = __floats2half2_rn(v0, v1);
     }
@@ -151,12 +158,14 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_mlp(decode_step_a
     unsigned long long best = 0;
     load_step_inputs<ROWS>(a, layers, tables, in, block_best, false);
     const unsigned epoch = __ldcg(a.epoch), tag = step_tag(epoch);
-    const long long half = (long long)L * C, mine = (long long)(epoch & 1) * half, next = half - mine;
-    long long *const proj_acc = a.tagged_acc + mine, *const mlp_acc = a.mlp_acc + mine;
+    const long long half = (long long)L * C, parity = epoch & 1, R = DECODE_MLP_COPIES;
+    long long *const proj_acc = a.tagged_acc + parity * half, *const mlp_acc = a.mlp_acc + parity * half * R;
     __syncthreads();
     /* no barrier: the step zeroes the other halves of its sums, for the next step (the step before used them) */
-    for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < half; k += (long long)gridDim.x * STEP_THREADS)
-        a.tagged_acc[next + k] = 0, a.mlp_acc[next + k] = 0;
+    for (long long k = (long long)blockIdx.x * STEP_THREADS + threadIdx.x; k < half * R; k += (long long)gridDim.x * STEP_THREADS) {
+        if (k < half) a.tagged_acc[(1 - parity) * half + k] = 0;
+        a.mlp_acc[(1 - parity) * half * R + k] = 0;
+    }
     plan_ring_by_head(a, layers, ring, plan);
     __syncthreads();
     const LinearShare fc = share_of<T>(layers[0].fc_wt, 4 * C, C, false); /* the block's hidden units, every layer */
@@ -178,7 +187,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_mlp(decode_step_a
         LinearShare share = share_of<T>(d.w, d.N, d.K, true);
         prefetch_epilogue<T, ROWS>(share, pre, d.bias, NULL, d.N, M, NULL, NULL, d.K, d.bias + d.N);
         if (l > 0) {
-            stage_mlp_sum_rows(a, layers[l - 1].fcproj_b, mlp_acc + (long long)(l - 1) * C, x, rows);
+            stage_mlp_sum_rows(a, layers[l - 1].fcproj_b, mlp_acc + (long long)(l - 1) * R * C, x, rows);
         } else {
             for (int e = threadIdx.x; e < C; e += STEP_THREADS) {
                 x[e] = load((const T *)a.wte, (long long)step_token(a, 0) * C + e) +
@@ -246,7 +255,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_mlp(decode_step_a
         }
         __syncthreads();
         ring.wait(4 * l + 3);
-        mlp_slice_dots(ring, 4 * l + 3, partial, fcs.outs, C, mlp_acc + (long long)l * C);
+        mlp_slice_dots(ring, 4 * l + 3, partial, fcs.outs, C, mlp_acc + ((long long)l * R + blockIdx.x % R) * C);
         trace.mark(3);
         trace.leave();
         if (ring.is_producer()) ring.give_back();
@@ -257,7 +266,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_mlp(decode_step_a
     const LinearPhase d = describe_phase(a, layers, 5 * L);
     const LinearShare share = share_of<T>(d.w, d.N, d.K, false);
     prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
-    stage_mlp_sum_rows(a, layers[L - 1].fcproj_b, mlp_acc + (long long)(L - 1) * C, x, rows);
+    stage_mlp_sum_rows(a, layers[L - 1].fcproj_b, mlp_acc + (long long)(L - 1) * R * C, x, rows);
     stage_layernorm_rows<T, ROWS, true>(rows, rows, M, C, pre, a);
     trace.mark(2);
     if (ring.is_producer()) ring.request();

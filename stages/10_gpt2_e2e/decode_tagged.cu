@@ -292,7 +292,8 @@ static const char *tagged_setup(gpt2_engine *e, const gpt2_model *m, bool mlp_sl
     s->tagged = (unsigned *)tagged_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
     s->tagged_acc = (long long *)tagged_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
     if (mlp_slices)
-        s->mlp_acc = (long long *)tagged_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "MLP's counted sums");
+        s->mlp_acc = (long long *)tagged_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * DECODE_MLP_COPIES * sizeof(long long),
+                                                "MLP's counted sums");
     s->epoch = (unsigned *)tagged_zeroed(sizeof(unsigned), "steps' counter");
     return NULL;
 }

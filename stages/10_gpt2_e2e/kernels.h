@@ -210,7 +210,7 @@ typedef struct {
     long long *tagged_acc;     /**< v6: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
                                     epoch & 1 and zeroes the other half for the step after */
     unsigned *epoch;           /**< v6: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
-    long long *mlp_acc;        /**< v7: [2][L][C] the MLP's counted sums, halves as tagged_acc's */
+    long long *mlp_acc;        /**< v7: [2][L][DECODE_MLP_COPIES][C] the MLP's counted sums, halves as tagged_acc's */
 } decode_step_args;
 
 /** @brief v5: most blocks that share one (sequence, head) pair's attention. */
@@ -244,6 +244,11 @@ static inline long long decode_att_parts_floats(int H)
 #define DECODE_MLP_FIXED_ONE 1048576.0f
 /** @brief v7: the largest part mlp_acc takes (2^18): 255 parts of 2^18·2^20, shifted left 16 bits, stay under 2^62. */
 #define DECODE_MLP_PART_MOST 262144.0f
+#ifndef DECODE_MLP_COPIES
+/** @brief v7: copies of the MLP's sums: block b adds to copy b % DECODE_MLP_COPIES, so each address takes
+ *         blocks / DECODE_MLP_COPIES atomics; a row adds the copies. */
+#define DECODE_MLP_COPIES 4
+#endif
 
 /**
  * @brief The persistent step's variants, each a kernel of its own (its file
