@@ -222,9 +222,7 @@ void engine_free(gpt2_engine *e);
 const char *gpt2_tagged_setup(gpt2_engine *e, const gpt2_model *m);
 /** @brief v6's step arguments: its layer table and buffers. */
 void gpt2_tagged_args(const gpt2_engine *e, decode_step_args *a);
-/** @brief v7's: v6's, with fc-proj's weights as [4C][C] (a block's hidden units' rows) and the MLP's counted sums. */
-const char *gpt2_mlp_setup(gpt2_engine *e, const gpt2_model *m);
-/** @brief Frees what gpt2_tagged_setup or gpt2_mlp_setup made. */
+/** @brief Frees what gpt2_tagged_setup made. */
 void gpt2_tagged_free(gpt2_engine *e);
 
 /**

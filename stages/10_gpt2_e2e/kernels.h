@@ -210,7 +210,6 @@ typedef struct {
     long long *tagged_acc;     /**< v6: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
                                     epoch & 1 and zeroes the other half for the step after */
     unsigned *epoch;           /**< v6: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
-    long long *mlp_acc;        /**< v7: [2][L][DECODE_MLP_COPIES][C] the MLP's counted sums, halves as tagged_acc's */
 } decode_step_args;
 
 /** @brief v5: most blocks that share one (sequence, head) pair's attention. */
@@ -240,15 +239,6 @@ static inline long long decode_att_parts_floats(int H)
 /** @brief v6: the largest part tagged_acc takes (2^18): a part times 2^32, shifted left past the 8 bits of the count,
  *         is under 2^58, and H <= 12 of them under 2^62. */
 #define DECODE_PROJ_TAGGED_PART_MOST 262144.0f
-/** @brief v7: 1.0 in the MLP's fixed point (2^20; a sum's low 16 bits count its parts and flags). */
-#define DECODE_MLP_FIXED_ONE 1048576.0f
-/** @brief v7: the largest part mlp_acc takes (2^18): 255 parts of 2^18·2^20, shifted left 16 bits, stay under 2^62. */
-#define DECODE_MLP_PART_MOST 262144.0f
-#ifndef DECODE_MLP_COPIES
-/** @brief v7: copies of the MLP's sums: block b adds to copy b % DECODE_MLP_COPIES, so each address takes
- *         blocks / DECODE_MLP_COPIES atomics; a row adds the copies. */
-#define DECODE_MLP_COPIES 4
-#endif
 
 /**
  * @brief The persistent step's variants, each a kernel of its own (its file
@@ -274,11 +264,6 @@ size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a);
 /** @brief v6 (decode_tagged.cu): v5 at 1 row with attention and proj in one phase by head and no grid barriers, the
  *         rows tagged with the step (fp16, sm_90). */
 const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a);
-/** @brief v7's dynamic shared memory (1 row, fp16), or 0 where it cannot take the step. */
-size_t gpt2_step_mlp_smem(wb_dtype dtype, const decode_step_args *a);
-/** @brief v7 (decode_mlp.cu): v6 with each block's slice of the MLP, fc to fc-proj, in one phase: two waits a layer
- *         (fp16, sm_90). */
-const char *gpt2_step_mlp(wb_dtype dtype, const decode_step_args *a);
 
 /**
  * @brief The most context one block of the persistent step reads in one pass

@@ -8,8 +8,8 @@
 
 #include "engine.h"
 
-/** @brief Why v4-v7 need sm_90 (the message where the GPU lacks it). */
-#define RING_NEEDS "the weight ring (v4-v7) needs sm_90: the copy engine's bulk copies"
+/** @brief Why v4-v6 need sm_90 (the message where the GPU lacks it). */
+#define RING_NEEDS "the weight ring (v4-v6) needs sm_90: the copy engine's bulk copies"
 
 /* The variants in teaching order: each row is what the variant adds over the one before and what its engine sets
  * up; engine_init() reads the row, the program and the bench walk the table. */
@@ -37,13 +37,6 @@ const decode_path decode_paths[N_VARIANTS] = {
      .min_cc = 90, .min_cc_why = RING_NEEDS, .fp16_only = 1, .fused_linears = 1, .step = gpt2_step_ring_head,
      .step_smem = gpt2_step_ring_head_smem, .one_row_step = gpt2_step_tagged, .one_row_smem = gpt2_step_tagged_smem,
      .one_row_setup = gpt2_tagged_setup, .one_row_args = gpt2_tagged_args, .one_row_free = gpt2_tagged_free,
-     .split_attention = 1, .tagged = 1},
-    {.id = "v7", .what = "v6 + each block's slice of the MLP in one phase: two waits a layer",
-     .help = "v6 + each block's slice of the MLP, fc to fc-proj, in one phase: two waits a layer; a batch-1 variant: "
-             "other steps run v5's kernel (fp16, sm_90)",
-     .min_cc = 90, .min_cc_why = RING_NEEDS, .fp16_only = 1, .fused_linears = 1, .step = gpt2_step_ring_head,
-     .step_smem = gpt2_step_ring_head_smem, .one_row_step = gpt2_step_mlp, .one_row_smem = gpt2_step_mlp_smem,
-     .one_row_setup = gpt2_mlp_setup, .one_row_args = gpt2_tagged_args, .one_row_free = gpt2_tagged_free,
      .split_attention = 1, .tagged = 1},
 };
 
