@@ -398,9 +398,11 @@ static int generate(const gpt2_model *model, const char *weights, const gpt2_tok
     printf("GPT-2 (%s): V %d, context %d, %d layers, %d heads, C %d\n",
            weights ? weights : "random weights, 124M shape: no --weights given, the text is noise", model->cfg.vocab,
            model->cfg.max_T, model->cfg.n_layer, model->cfg.n_head, model->cfg.C);
-    printf("decode: %s in %s, %s%s\n", variant_ids[v], wb_dtype_name(dtype), decode_paths[v].what,
-           variant < 0 || !dtype_choice ? " (the fastest this GPU runs; --variant v1..v6 and --dtype fp32|fp16 pick "
-                                          "another)" : "");
+    printf("decode: %s in %s, %s", variant_ids[v], wb_dtype_name(dtype), decode_paths[v].what);
+    if (variant < 0 || !dtype_choice)
+        printf(" (the fastest this GPU runs; --variant v1..%s and --dtype fp32|fp16 pick another)",
+               decode_paths[N_VARIANTS - 1].id);
+    printf("\n");
     int *seqs = malloc((size_t)B * 4), *lens = malloc((size_t)B * 4), *cur = malloc((size_t)B * 4);
     int *all = malloc((size_t)B * n_ids * 4), *chosen = malloc((size_t)B * steps * 4), total = 0;
     for (int b = 0; b < B; ++b) { /* sequence b: the prompt's first n_ids − b tokens (at least one) */
