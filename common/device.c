@@ -45,8 +45,7 @@ void wb_device_open_or_skip(wb_device *dev, const char *program)
     }
     dev->l2_flush_bytes = 2 * dev->l2_bytes;
     if (dev->l2_flush_bytes > 0) { /* zeros: the timer's sweep only reads it (wb_flush_l2) */
-        dev->l2_flush = wb_device_alloc(dev->l2_flush_bytes, "L2 flush buffer");
-        WB_CUDA_CHECK(cudaMemset(dev->l2_flush, 0, dev->l2_flush_bytes));
+        dev->l2_flush = wb_device_alloc_zeroed(dev->l2_flush_bytes, "L2 flush buffer");
     }
 }
 
@@ -136,6 +135,13 @@ void *wb_device_alloc(size_t bytes, const char *what)
                 bytes / 1048576.0, what, cudaGetErrorString(err));
         exit(1);
     }
+    return p;
+}
+
+void *wb_device_alloc_zeroed(size_t bytes, const char *what)
+{
+    void *p = wb_device_alloc(bytes, what);
+    WB_CUDA_CHECK(cudaMemset(p, 0, bytes));
     return p;
 }
 

@@ -100,6 +100,9 @@ void wb_poison(void *device_ptr, size_t bytes);
 /** @brief cudaMalloc that names the buffer and its size when memory runs out, then exits 1. */
 void *wb_device_alloc(size_t bytes, const char *what);
 
+/** @brief wb_device_alloc, the bytes zeroed (counters and flags that kernels expect to start at zero). */
+void *wb_device_alloc_zeroed(size_t bytes, const char *what);
+
 /**
  * @brief Make a cached device workspace hold at least `bytes`: when it is smaller, free
  *        it and allocate `bytes` (wb_device_alloc), else leave it alone. For launchers

@@ -126,10 +126,9 @@ static void step_init(step *s, wb_dtype dtype, int B, int Hq, int Hkv, int d, in
     a->o = wb_device_alloc(q_elems * es, "o");
     a->workspace_bytes = decode_workspace_bytes(B, Hq, Hkv, d, max_len);
     a->workspace = wb_device_alloc(a->workspace_bytes, "workspace");
-    a->counters = wb_device_alloc((size_t)B * Hq * sizeof(int), "v3 counters");
-    WB_CUDA_CHECK(cudaMemset(a->counters, 0, (size_t)B * Hq * sizeof(int))); /* v3 leaves them zero after each launch */
-    a->tile_counters = wb_device_alloc((size_t)B * Hq * sizeof(int), "v6 tile counters");
-    WB_CUDA_CHECK(cudaMemset(a->tile_counters, 0, (size_t)B * Hq * sizeof(int))); /* and so does v6 */
+    a->counters = wb_device_alloc_zeroed((size_t)B * Hq * sizeof(int), "v3 counters"); /* v3 leaves them zero after
+                                                                                          * each launch */
+    a->tile_counters = wb_device_alloc_zeroed((size_t)B * Hq * sizeof(int), "v6 tile counters"); /* and so does v6 */
     /* fp32 storage holds the same (fp16-representable) values, so both share one reference */
     uint16_t *src[3] = {s->q, s->k_pool, s->v_pool};
     const void *dst[3] = {a->q, a->k_pool, a->v_pool};

@@ -178,8 +178,7 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     unsigned long long *h = malloc(n * sizeof *h);
     if (!why) why = engine_decode(e, B, seqs, cur, nx, NULL); /* warm */
     int graphs = e->use_graphs;
-    e->use_graphs = 0, e->d_trace = wb_device_alloc(n * sizeof *h, "trace");
-    WB_CUDA_CHECK(cudaMemset(e->d_trace, 0, n * sizeof *h)); /* v6 leaves proj's phases unmarked */
+    e->use_graphs = 0, e->d_trace = wb_device_alloc_zeroed(n * sizeof *h, "trace"); /* v6 leaves proj's phases unmarked */
     if (!why) why = engine_decode(e, B, seqs, nx, cur, NULL);
     WB_CUDA_CHECK(cudaMemcpy(h, e->d_trace, n * sizeof *h, cudaMemcpyDeviceToHost));
     WB_CUDA_CHECK(cudaFree(e->d_trace));

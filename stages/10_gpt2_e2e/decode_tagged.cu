@@ -553,14 +553,6 @@ struct TaggedState {
     unsigned *epoch;              /**< the steps' counter */
 };
 
-/** @brief `bytes` of device memory, zeroed. */
-static void *tagged_zeroed(size_t bytes, const char *what)
-{
-    void *p = wb_device_alloc(bytes, what);
-    WB_CUDA_CHECK(cudaMemset(p, 0, bytes));
-    return p;
-}
-
 /**
  * @brief A LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; row_statistics above), uploaded:
  *        the folded weights as [N][K], like the engine's, into *w_out; [2][N], the bias with the shifts folded in and
@@ -587,7 +579,7 @@ extern "C" const char *gpt2_tagged_setup(gpt2_engine *e, const gpt2_model *m)
     TaggedState *s = (TaggedState *)calloc(1, sizeof *s);
     decode_layer_weights *t = (decode_layer_weights *)malloc((size_t)L * sizeof *t);
     if (s) s->owned = (void **)calloc((size_t)5 * L, sizeof(void *));
-    if (!s || !t || !s->owned) return free(t), free(s), "out of host memory";
+    if (!s || !t || !s->owned) return free(t), free(s ? s->owned : NULL), free(s), "out of host memory";
     e->one_row_state = s;
     WB_CUDA_CHECK(cudaMemcpy(t, e->d_layers, (size_t)L * sizeof *t, cudaMemcpyDeviceToHost)); /* the engine's table */
     for (int l = 0; l < L; ++l) {
@@ -611,9 +603,9 @@ extern "C" const char *gpt2_tagged_setup(gpt2_engine *e, const gpt2_model *m)
     s->layers = (decode_layer_weights *)wb_device_alloc((size_t)L * sizeof *t, "v6's layer table");
     WB_CUDA_CHECK(cudaMemcpy(s->layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
     free(t);
-    s->tagged = (unsigned *)tagged_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
-    s->tagged_acc = (long long *)tagged_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
-    s->epoch = (unsigned *)tagged_zeroed(sizeof(unsigned), "steps' counter");
+    s->tagged = (unsigned *)wb_device_alloc_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");
+    s->tagged_acc = (long long *)wb_device_alloc_zeroed((size_t)DECODE_TAGGED_ACC(L, C) * sizeof(long long), "proj's counted sums");
+    s->epoch = (unsigned *)wb_device_alloc_zeroed(sizeof(unsigned), "steps' counter");
     return NULL;
 }
 

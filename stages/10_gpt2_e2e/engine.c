@@ -25,13 +25,6 @@
 #include "engine_internal.h"
 #include "timing.h"
 
-static int find_linear(const char *id, wb_dtype dtype)
-{
-    for (int i = 0; i < linear_variant_count; ++i)
-        if (strcmp(linear_variants[i].id, id) == 0 && linear_variants[i].dtype == dtype) return i;
-    return -1;
-}
-
 /** The index of the variant `id` in an earlier stage's table of `count` entries of `stride` bytes, each starting with
  *  its id (as every stage's variant struct does), or -1. */
 static int find_variant(const void *table, size_t stride, int count, const char *id)
@@ -42,14 +35,6 @@ static int find_variant(const void *table, size_t stride, int count, const char 
 }
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
-
-/** @brief `bytes` of device memory, zeroed. */
-static void *device_zeroed(size_t bytes, const char *what)
-{
-    void *p = wb_device_alloc(bytes, what);
-    WB_CUDA_CHECK(cudaMemset(p, 0, bytes));
-    return p;
-}
 
 /** Lay a decode step's inputs out from `base` (slots first: 8-byte aligned) into `v`; returns their bytes. */
 static size_t step_inputs_at(void *base, int max_seqs, int pages_per_seq, engine_step_inputs *v)
@@ -75,7 +60,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     /* the kernels: stage 04's fused linear (fp32: v4, split-K where the tiles fill under two waves, as at 32 rows;
      * fp16: v7, the Hopper GEMM, on a compute capability 9.0 GPU, v6 on sm_80, v5 (WMMA) on the T4),
      * stage 05's LayerNorm v3, stage 06's best for the precision, stage 08's append v2, stage 09's v3 */
-    e->linear_variant = find_linear(dtype == WB_F16 ? (cc == 90 ? "v7" : cc >= 80 ? "v6" : "v5") : "v4", dtype);
+    e->linear_variant = find_variant(linear_variants, sizeof linear_variants[0], linear_variant_count,
+                                     dtype == WB_F16 ? (cc == 90 ? "v7" : cc >= 80 ? "v6" : "v5") : "v4");
     e->layernorm_variant = find_variant(layernorm_variants, sizeof layernorm_variants[0], layernorm_variant_count, "v3");
     e->attention_variant = find_variant(attention_variants, sizeof attention_variants[0], attention_variant_count,
                                         dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
@@ -201,7 +187,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     e->rstd = wb_device_alloc(R * 4, "rstd");
     e->decode_workspace_bytes = decode_workspace_bytes(max_seqs, H, H, d, c->max_T);
     e->decode_workspace = wb_device_alloc(e->decode_workspace_bytes, "decode workspace");
-    e->decode_counters = device_zeroed((size_t)max_seqs * H * sizeof(int), "decode counters");
+    e->decode_counters = wb_device_alloc_zeroed((size_t)max_seqs * H * sizeof(int), "decode counters");
     e->d_tokens = wb_device_alloc(R * 4, "tokens");
     e->d_positions = wb_device_alloc(R * 4, "positions");
     e->d_next = wb_device_alloc(R * 4, "next tokens");
