@@ -59,18 +59,18 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_ring(decode_step_
             d = describe_phase(a, layers, i);
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX);
             if (!from_ring) issue_weights(share, slot, ahead);
-            prefetch_epilogue<T, ROWS>(share, pre, d.bias, (const T *)d.resid, d.N, M, d.ln_w, d.ln_b, d.K);
+            prefetch_epilogue<T, ROWS>(share, pre, d.bias, (const T *)d.resid, d.N, M);
+            if (d.ln_w) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
         }
         if (i > 0) barrier.wait();
         if (attention) {
             const decode_layer_weights &W = layers[i / 5];
             attention_phase<T, ROWS>(a, in, (const T *)W.k_pool, (const T *)W.v_pool);
         } else {
-            if (d.src)
-                stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
+            if (d.ln_w)
+                stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             else
-                stage_embedding_rows<T, ROWS>(a, rows);
-            if (d.ln_w) layernorm_step_rows<T, ROWS>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+                stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             if (from_ring) {

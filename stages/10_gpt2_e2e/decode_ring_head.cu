@@ -5,10 +5,9 @@
  *        dot products on tensor cores from 4 rows, attention split over the
  *        idle blocks at 1-4 rows, the first layers' K/V kept in L2 at 5-8.
  *
- * The LM head in the ring, and the LayerNorm rows in one pass, are in
- * weight_ring.cuh (v6 keeps them). The L2 policy is the ring's copies':
- * a step reads each weight once, 247 MB in fp16 (495 MB in fp32), through a
- * 50 MB L2; with the default policy they push out what the next step reads
+ * The LM head in the ring is in weight_ring.cuh (v6 keeps it). The L2
+ * policy is the ring's copies': a step reads each weight once, 247 MB in
+ * fp16 (495 MB in fp32), through a 50 MB L2; with the default policy they push out what the next step reads
  * again, the K/V cache above all. Evict-first lines are the first that L2
  * replaces, so the K/V stay.
  */
@@ -411,9 +410,8 @@ static __device__ __forceinline__ bool fp32_requests_at_attention(int attention_
 
 /**
  * @brief v5: v4's kernel with the LM head's pieces in the ring's plan after
- *        the last layer's linears, read one at a time (weight_ring.cuh), the
- *        rows of a LayerNorm phase in one pass, and the ring's copies marked
- *        evict-first in L2. Its producer is the last warp's lane 0
+ *        the last layer's linears, read one at a time (weight_ring.cuh), and
+ *        the ring's copies marked evict-first in L2. Its producer is the last warp's lane 0
  *        (RING_PRODUCER_LAST_WARP); in fp16 its requests are paced
  *        (paced_request_end). At 4-8 rows in fp16 the dot products run on
  *        tensor cores; at 1-4 rows attention is split over the idle blocks;
@@ -460,14 +458,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_ring_head(decode_
         const bool from_ring = !attention && i < 5 * L; /* a linear of the layers (else the LM head's pieces) */
         LinearPhase d;
         LinearShare share;
-        bool one_pass = false; /* the rows staged and normalised in one pass */
         if (!attention) { /* before the barrier: everything that does not depend on the phase before */
             d = describe_phase(a, layers, i);
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX, TC && from_ring);
-            one_pass = d.ln_w && d.K <= ROWS_ONE_PASS_MAX_K; /* the embedding's too */
-            prefetch_epilogue<T, ROWS>(share, pre, d.bias, (const T *)d.resid, d.N, M, one_pass ? NULL : d.ln_w,
-                                       d.ln_b, d.K);
-            if (one_pass) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
+            prefetch_epilogue<T, ROWS>(share, pre, d.bias, (const T *)d.resid, d.N, M);
+            if (d.ln_w) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
         }
         if (i > 0) barrier.wait();
         if (attention) {
@@ -475,15 +470,12 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_ring_head(decode_
             if (fp32_requests_at_attention<T>(M * a.H * att_splits) && ring.is_producer()) ring.request();
             attention_phase_split<T, ROWS>(a, in, (const T *)W.k_pool, (const T *)W.v_pool, i / 5, att_splits);
         } else {
-            if (one_pass)
+            if (d.ln_w)
                 stage_layernorm_rows<T, ROWS>((const T *)d.src, rows, M, d.K, pre, a);
             else if (i % 5 == PHASE_PROJ && att_splits > 1)
                 stage_attention_rows<T, ROWS>(a, rows, att_splits); /* the parts merged */
-            else if (d.src)
-                stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
             else
-                stage_embedding_rows<T, ROWS>(a, rows);
-            if (d.ln_w && !one_pass) layernorm_step_rows<T, ROWS, TC>(rows, M, d.K, pre, d.ln_w, d.ln_b);
+                stage_step_rows<T, ROWS>((const T *)d.src, rows, M, d.K);
             barrier.mark(2);
             const bool head = d.epilogue == DECODE_LOGITS_ARGMAX;
             if (from_ring) {

@@ -36,11 +36,10 @@
 #define STEP_THREADS (STEP_WARPS * 32)
 /** @brief 16-byte weight loads each lane keeps in flight (v3): 6 KB per warp, 48 KB per SM. */
 #define STEP_SLOTS 12
-/** @brief LayerNorm parameters each thread holds in registers (k = thread + i·STEP_THREADS): all of C = 768. */
-#define STEP_LN_PER_THREAD 3
-/** @brief v5: the widest row that a warp normalises in registers, in one pass (stage_layernorm_rows): C = 768. */
+/** @brief The widest row a warp normalises in registers, in one pass (stage_layernorm_rows): C = 768, GPT-2 small's
+ *         width. The persistent steps take models up to it. */
 #define ROWS_ONE_PASS_MAX_K 768
-/** @brief v5: a lane's values of such a row (k = (lane + 32·i)·VEC + v: whole 16-byte chunks). */
+/** @brief A lane's values of such a row (k = (lane + 32·i)·VEC + v: whole 16-byte chunks). */
 #define ROWS_ONE_PASS_PER_LANE (ROWS_ONE_PASS_MAX_K / 32)
 /** @brief 16-byte loads of K (and of V) per lane per attention tile. */
 #define STEP_ATT_PASSES 8
@@ -229,9 +228,7 @@ struct Prefetched {
     float bias;   /**< the bias of this thread's output (output thread / ROWS, row thread % ROWS) */
     float colsum; /**< v6: the sum of that output's folded weights (decode_tagged.cu) */
     float resid;  /**< for a residual add, y's old value there */
-    float gain[STEP_LN_PER_THREAD];  /**< LayerNorm gain at k = thread + i·STEP_THREADS */
-    float shift[STEP_LN_PER_THREAD]; /**< LayerNorm shift at the same k */
-    float chunk_gain[ROWS_ONE_PASS_PER_LANE];  /**< v5, v6: the gain at this lane's k of a row, in 16-byte chunks */
+    float chunk_gain[ROWS_ONE_PASS_PER_LANE];  /**< the LayerNorm gain at this lane's k of a row, in 16-byte chunks */
     float chunk_shift[ROWS_ONE_PASS_PER_LANE]; /**< the shift at the same k */
 };
 
@@ -249,16 +246,14 @@ static __device__ __forceinline__ void issue_weights(const LinearShare &p, uint4
 }
 
 /**
- * @brief Before the barrier: what the phase's epilogue and LayerNorm need
- *        that the phase before does not write. This thread's output (thread
- *        / ROWS) and row (thread % ROWS): its bias (v6: and the folded
- *        weights' sum, `colsum`) and the old residual value; and the
- *        LayerNorm parameters at k = thread + i·STEP_THREADS.
+ * @brief Before the barrier: what the phase's epilogue needs that the phase
+ *        before does not write. This thread's output (thread / ROWS) and row
+ *        (thread % ROWS): its bias (v6: and the folded weights' sum,
+ *        `colsum`) and the old residual value.
  */
 template <typename T, int ROWS>
 static __device__ __forceinline__ void prefetch_epilogue(const LinearShare &p, Prefetched &pre, const float *bias,
-                                                         const T *resid_y, int N, int M, const float *ln_w,
-                                                         const float *ln_b, int K, const float *colsum = NULL)
+                                                         const T *resid_y, int N, int M, const float *colsum = NULL)
 {
     int o = threadIdx.x / ROWS, m = threadIdx.x % ROWS;
     pre.bias = pre.resid = 0.0f;
@@ -267,11 +262,28 @@ static __device__ __forceinline__ void prefetch_epilogue(const LinearShare &p, P
         if (colsum) pre.colsum = __ldg(colsum + p.n0 + o); /* read only where it was set */
         if (resid_y) pre.resid = load_cg(resid_y + (long long)m * N + p.n0 + o); /* written in this step: not __ldg */
     }
+}
+
+/** @brief Before the barrier of a LayerNorm phase: this lane's gain and shift of each 16-byte chunk of a row it
+ *         normalises (k = (lane + 32·i)·VEC + v; ln_w and ln_b are whole cudaMalloc'd arrays: 16-byte aligned). */
+template <typename T>
+static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const float *ln_w, const float *ln_b,
+                                                          int K)
+{
+    constexpr int VEC = Vec16<T>::N;
+    const int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int i = 0; i < STEP_LN_PER_THREAD; ++i) {
-        int k = threadIdx.x + i * STEP_THREADS;
-        pre.gain[i] = ln_w && k < K ? __ldg(ln_w + k) : 0.0f;
-        pre.shift[i] = ln_w && k < K ? __ldg(ln_b + k) : 0.0f;
+    for (int i = 0; i < ROWS_ONE_PASS_PER_LANE / VEC; ++i) {
+        const int k = (lane + 32 * i) * VEC;
+#pragma unroll
+        for (int v = 0; v < VEC; v += 4) {
+            const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float4 g = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_w + k + v)) : zero;
+            const float4 b = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_b + k + v)) : zero;
+            float *gain = pre.chunk_gain + i * VEC + v, *shift = pre.chunk_shift + i * VEC + v;
+            gain[0] = g.x, gain[1] = g.y, gain[2] = g.z, gain[3] = g.w;
+            shift[0] = b.x, shift[1] = b.y, shift[2] = b.z, shift[3] = b.w;
+        }
     }
 }
 
@@ -300,24 +312,6 @@ static __device__ void stage_step_rows(const T *src, T *rows, int M, int K)
 static __device__ __forceinline__ int step_token(const decode_step_args &a, int m)
 {
     return a.prev_best ? gpt2_argmax_key_token(__ldg(a.prev_best + m), a.V) : __ldg(a.tokens + m);
-}
-
-/** @brief The first QKV's rows (v3, v4): the embedding, wte's row of each token plus wpe's of its position, element
- *         by element; block 0 also writes it to x, the residual stream. */
-template <typename T, int ROWS>
-static __device__ void stage_embedding_rows(const decode_step_args &a, T *rows)
-{
-    const int C = a.C;
-    for (int e = threadIdx.x; e < ROWS * C; e += STEP_THREADS) {
-        int m = e / C, k = e - m * C;
-        float v = 0.0f;
-        if (m < a.M)
-            v = load((const T *)a.wte, (long long)step_token(a, m) * C + k) +
-                load((const T *)a.wpe, (long long)__ldg(a.positions + m) * C + k);
-        store(rows, e, v);
-        if (blockIdx.x == 0 && m < a.M) store((T *)a.x, e, v);
-    }
-    __syncthreads();
 }
 
 /**
@@ -365,68 +359,75 @@ static __device__ __forceinline__ RowSums warp_row_sums(const T *row, int K)
 }
 
 /**
- * @brief LayerNorm of the M staged rows, in place: the statistics in one
- *        block-wide reduction of two sums, then every thread its columns
- *        with the prefetched gain and shift; rounded to T as v1's LayerNorm
- *        kernel rounds its output.
- *
- *        WARP_ROWS (v5 on tensor cores, 4-8 rows): the statistics a warp per
- *        row instead. Warp m reads row m in 16-byte chunks and reduces its
- *        two sums with one butterfly: no shared partial sums, no
- *        __syncthreads between them. At 8 rows the block-wide way costs 16
- *        butterflies per warp and 24 two-byte shared loads per thread.
+ * @brief A LayerNorm phase's input rows (K <= ROWS_ONE_PASS_MAX_K) in one
+ *        pass: warp m loads row m of `src` (written by the phase before:
+ *        through L2; FROM_SHARED: a row already in shared memory) into
+ *        registers, reduces its two sums with one butterfly, normalises in
+ *        registers and writes the row to shared memory, rounded to T as v1's
+ *        LayerNorm kernel rounds its output. Rows M .. ROWS − 1 are zero. One
+ *        __syncthreads, at the end: staging the rows, their statistics and
+ *        normalising them as three passes over shared memory would cost two
+ *        more on the step's chain. With src NULL (the first QKV) row m is
+ *        the embedding of sequence m, wte's row of its token plus wpe's of
+ *        its position, summed in registers (block 0 writes the sum to x, the
+ *        residual stream).
  */
-template <typename T, int ROWS, bool WARP_ROWS = false>
-static __device__ void layernorm_step_rows(T *rows, int M, int K, const Prefetched &pre, const float *ln_w,
-                                           const float *ln_b)
+template <typename T, int ROWS, bool FROM_SHARED = false>
+static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K, const Prefetched &pre,
+                                            const decode_step_args &a)
 {
-    __shared__ float partial_sums[STEP_WARPS][ROWS], partial_squares[STEP_WARPS][ROWS], mean[ROWS], rstd[ROWS];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if constexpr (WARP_ROWS) {
-        for (int m = warp; m < ROWS; m += STEP_WARPS) { /* rows past M are zero: harmless statistics, never used */
-            const RowSums r = warp_row_sums(rows + (long long)m * K, K);
-            if (lane == 0) {
-                const float2 st = r.mean_rstd(K);
-                mean[m] = st.x, rstd[m] = st.y;
+    constexpr int VEC = Vec16<T>::N, CHUNKS = ROWS_ONE_PASS_PER_LANE / VEC; /* a lane's chunks of a row */
+    const int lane = threadIdx.x % 32;
+    for (int m = threadIdx.x / 32; m < ROWS; m += STEP_WARPS) {
+        const uint4 *in, *position = NULL;
+        uint4 *x = NULL;
+        if (src) {
+            in = reinterpret_cast<const uint4 *>(src + (long long)m * K);
+        } else {
+            const int token = m < M ? step_token(a, m) : 0, pos = m < M ? __ldg(a.positions + m) : 0;
+            in = reinterpret_cast<const uint4 *>((const T *)a.wte + (long long)token * K);
+            position = reinterpret_cast<const uint4 *>((const T *)a.wpe + (long long)pos * K);
+            if (blockIdx.x == 0) x = reinterpret_cast<uint4 *>((T *)a.x + (long long)m * K);
+        }
+        uint4 *out = reinterpret_cast<uint4 *>(rows + (long long)m * K);
+        float v[CHUNKS][VEC];
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) { /* every load first: one trip to L2 */
+            const int c = lane + 32 * i;
+            const bool live = m < M && c * VEC < K;
+            unpack16(live ? (FROM_SHARED ? in[c] : load_fresh(in + c)) : make_uint4(0, 0, 0, 0), v[i], T());
+            if (position && live) { /* the embedding: plus wpe, rounded to T */
+                float p[VEC];
+                unpack16(__ldg(position + c), p, T());
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) v[i][e] += p[e];
+                const uint4 sum = pack16(v[i], T());
+                unpack16(sum, v[i], T());
+                if (x) x[c] = sum;
             }
         }
-    } else {
-        /* All warps share each row: each thread sums d and d² over its columns (rows past M are zero), the
-         * butterfly per warp, the warps' sums added by thread m. Stage 05's two passes (the mean, then the squared
-         * deviations) cost one more reduction and its two __syncthreads on the step's critical path */
-        float s1[ROWS], s2[ROWS], x0[ROWS];
-#pragma unroll
-        for (int m = 0; m < ROWS; ++m) s1[m] = s2[m] = 0.0f, x0[m] = load(rows, (long long)m * K);
-        for (int k = threadIdx.x; k < K; k += STEP_THREADS)
-#pragma unroll
-            for (int m = 0; m < ROWS; ++m) {
-                float d = load(rows, (long long)m * K + k) - x0[m];
-                s1[m] += d, s2[m] = fmaf(d, d, s2[m]);
-            }
-#pragma unroll
-        for (int m = 0; m < ROWS; ++m) {
-            float t1 = warp_allreduce<SumOp>(s1[m]), t2 = warp_allreduce<SumOp>(s2[m]);
-            if (lane == 0) partial_sums[warp][m] = t1, partial_squares[warp][m] = t2;
+        if (m >= M) { /* a row of the tile with no sequence: zeros */
+            for (int c = lane; c * VEC < K; c += 32) out[c] = make_uint4(0, 0, 0, 0);
+            continue;
         }
-        __syncthreads();
-        if (threadIdx.x < ROWS) {
-            float t1 = 0.0f, t2 = 0.0f;
-            for (int w = 0; w < STEP_WARPS; ++w) t1 += partial_sums[w][threadIdx.x], t2 += partial_squares[w][threadIdx.x];
-            float mean_d = t1 / K;
-            mean[threadIdx.x] = load(rows, (long long)threadIdx.x * K) + mean_d;
-            rstd[threadIdx.x] = rsqrtf(fmaxf(t2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
+        RowSums r = {__shfl_sync(0xffffffffu, v[0][0], 0), 0.0f, 0.0f}; /* x₀: lane 0's first value */
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i)
+            if ((lane + 32 * i) * VEC < K) r.add(v[i]);
+        r.warp_reduce();
+        const float2 st = r.mean_rstd(K);
+        const float mean = st.x, rstd = st.y;
+#pragma unroll
+        for (int i = 0; i < CHUNKS; ++i) {
+            const int c = lane + 32 * i;
+            if (c * VEC >= K) break;
+            float y[VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                y[e] = (v[i][e] - mean) * rstd * pre.chunk_gain[i * VEC + e] + pre.chunk_shift[i * VEC + e];
+            out[c] = pack16(y, T());
         }
     }
-    __syncthreads();
-    auto normalise = [&](int k, float g, float b) {
-        for (int m = 0; m < M; ++m)
-            store(rows, (long long)m * K + k, (load(rows, (long long)m * K + k) - mean[m]) * rstd[m] * g + b);
-    };
-#pragma unroll
-    for (int i = 0; i < STEP_LN_PER_THREAD; ++i) /* unrolled: the prefetched registers are never indexed at run time */
-        if (threadIdx.x + i * STEP_THREADS < K) normalise(threadIdx.x + i * STEP_THREADS, pre.gain[i], pre.shift[i]);
-    for (int k = threadIdx.x + STEP_LN_PER_THREAD * STEP_THREADS; k < K; k += STEP_THREADS)
-        normalise(k, __ldg(ln_w + k), __ldg(ln_b + k));
     __syncthreads();
 }
 

@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_tagged(decode_ste
             share = share_of<T>(d.w, d.N, d.K, d.epilogue != DECODE_LOGITS_ARGMAX);
             folded = d.ln_w && i < 5 * L;
             one_pass = !folded && d.ln_w != NULL;
-            prefetch_epilogue<T, ROWS>(share, pre, d.bias, (const T *)d.resid, d.N, M, NULL, NULL, d.K,
+            prefetch_epilogue<T, ROWS>(share, pre, d.bias, (const T *)d.resid, d.N, M,
                                        folded ? d.bias + d.N : NULL); /* the folded weights' sums */
             if (one_pass) prefetch_ln_chunks<T>(pre, d.ln_w, d.ln_b, d.K);
         }

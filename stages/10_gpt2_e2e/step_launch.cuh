@@ -18,6 +18,7 @@ static const char *step_args_refused(const decode_step_args *a)
 {
     if (a->M < 1 || a->M > DECODE_MAX_ROWS) return "persistent decode step: needs 1 <= M <= 8 sequences";
     if (a->H < 1 || a->C != a->H * DECODE_STEP_HEAD_DIM) return "persistent decode step: needs heads of 64 (C = 64·H)";
+    if (a->C > ROWS_ONE_PASS_MAX_K) return "persistent decode step: needs C <= 768 (a warp normalises a row in registers)";
     if (a->L < 1 || a->V < 1 || a->ldy < a->V || a->max_pages < 1 || a->block_size < 1)
         return "persistent decode step: needs L, V, max_pages, block_size >= 1 and ldy >= V";
     return NULL;

@@ -2,8 +2,7 @@
  * @file stages/10_gpt2_e2e/weight_ring.cuh
  * @brief v4-v6: a block's weights brought into a ring in its shared memory by
  *        the copy engine (sm_90), and what v5 adds to the ring that v6
- *        keep: the LM head through it, its rows normalised in one pass, its
- *        requests paced.
+ *        keeps: the LM head through it, its requests paced.
  *
  * v3's trace shows where a phase's time goes: not into the weights, which
  * are in flight before the barrier, but into the loads that come after them.
@@ -169,7 +168,7 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
 }
 
 /* ------------------------------------------------------------------------ */
-/* v5, v6: the LM head through the ring, a LayerNorm's rows in one pass       */
+/* v5, v6: the LM head through the ring                                      */
 /* ------------------------------------------------------------------------ */
 /*
  * The LM head is an eighth of v4's step: 77 MB of wte streamed through
@@ -180,13 +179,6 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
  * layer's linears: the producer requests them as soon as the last layers
  * give back their bytes, and the first pieces have landed before the head
  * begins. The head reads one piece at a time and gives it back at once.
- *
- * The rows of a LayerNorm phase (QKV, fc, the head) took three passes over
- * shared memory, each ended by a __syncthreads (staging the rows, their
- * statistics, normalising them). From v5, warp m loads row m from L2 into
- * registers, reduces its two sums with one butterfly, normalises in
- * registers with the gain and shift it requested before the barrier, and
- * writes the row once.
  */
 
 /** @brief Outputs of the LM head per piece in the ring, for `elem`-byte weights: 32 in fp16, 4 tiles of 8 (48 KB at
@@ -269,106 +261,6 @@ static __device__ int plan_head_pieces(const decode_step_args &a, const decode_l
 static __device__ __forceinline__ int paced_request_end(int j, int kind)
 {
     return kind == PHASE_PROJ ? j + 1 : j + PACED_AHEAD_LINEARS;
-}
-
-/** @brief Before the barrier of a LayerNorm phase: this lane's gain and shift of each 16-byte chunk of a row it
- *         normalises (k = (lane + 32·i)·VEC + v; ln_w and ln_b are whole cudaMalloc'd arrays: 16-byte aligned). */
-template <typename T>
-static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const float *ln_w, const float *ln_b,
-                                                          int K)
-{
-    constexpr int VEC = Vec16<T>::N;
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int i = 0; i < ROWS_ONE_PASS_PER_LANE / VEC; ++i) {
-        const int k = (lane + 32 * i) * VEC;
-#pragma unroll
-        for (int v = 0; v < VEC; v += 4) {
-            const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            const float4 g = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_w + k + v)) : zero;
-            const float4 b = k < K ? __ldg(reinterpret_cast<const float4 *>(ln_b + k + v)) : zero;
-            float *gain = pre.chunk_gain + i * VEC + v, *shift = pre.chunk_shift + i * VEC + v;
-            gain[0] = g.x, gain[1] = g.y, gain[2] = g.z, gain[3] = g.w;
-            shift[0] = b.x, shift[1] = b.y, shift[2] = b.z, shift[3] = b.w;
-        }
-    }
-}
-
-/**
- * @brief A LayerNorm phase's input rows (K <= ROWS_ONE_PASS_MAX_K) in one
- *        pass: warp m loads row m of `src` (written by the phase before:
- *        through L2; FROM_SHARED: a row already in shared memory) into
- *        registers, reduces its two sums with one butterfly, normalises in
- *        registers and writes the row to shared memory, rounded to T as
- *        layernorm_step_rows rounds it. Rows M .. ROWS − 1 are zero. One
- *        __syncthreads, at the end. With src NULL (the first QKV) row m is
- *        the embedding of sequence m, wte's row of its token plus wpe's of
- *        its position, summed in registers (block 0 writes the sum to x, the
- *        residual stream).
- */
-template <typename T, int ROWS, bool FROM_SHARED = false>
-static __device__ void stage_layernorm_rows(const T *src, T *rows, int M, int K, const Prefetched &pre,
-                                            const decode_step_args &a)
-{
-    constexpr int VEC = Vec16<T>::N, CHUNKS = ROWS_ONE_PASS_PER_LANE / VEC; /* a lane's chunks of a row */
-    const int lane = threadIdx.x % 32;
-    for (int m = threadIdx.x / 32; m < ROWS; m += STEP_WARPS) {
-        const uint4 *in, *position = NULL;
-        uint4 *x = NULL;
-        if (src) {
-            in = reinterpret_cast<const uint4 *>(src + (long long)m * K);
-        } else {
-            const int token = m < M ? step_token(a, m) : 0, pos = m < M ? __ldg(a.positions + m) : 0;
-            in = reinterpret_cast<const uint4 *>((const T *)a.wte + (long long)token * K);
-            position = reinterpret_cast<const uint4 *>((const T *)a.wpe + (long long)pos * K);
-            if (blockIdx.x == 0) x = reinterpret_cast<uint4 *>((T *)a.x + (long long)m * K);
-        }
-        uint4 *out = reinterpret_cast<uint4 *>(rows + (long long)m * K);
-        float v[CHUNKS][VEC];
-#pragma unroll
-        for (int i = 0; i < CHUNKS; ++i) { /* every load first: one trip to L2 */
-            const int c = lane + 32 * i;
-            const bool live = m < M && c * VEC < K;
-            unpack16(live ? (FROM_SHARED ? in[c] : load_fresh(in + c)) : make_uint4(0, 0, 0, 0), v[i], T());
-            if (position && live) { /* the embedding: plus wpe, rounded to T */
-                float p[VEC];
-                unpack16(__ldg(position + c), p, T());
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) v[i][e] += p[e];
-                const uint4 sum = pack16(v[i], T());
-                unpack16(sum, v[i], T());
-                if (x) x[c] = sum;
-            }
-        }
-        if (m >= M) { /* a row of the tile with no sequence: zeros */
-            for (int c = lane; c * VEC < K; c += 32) out[c] = make_uint4(0, 0, 0, 0);
-            continue;
-        }
-        /* the statistics from d = x − x₀, as layernorm_step_rows (x₀ the row's first value: lane 0's) */
-        const float x0 = __shfl_sync(0xffffffffu, v[0][0], 0);
-        float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-        for (int i = 0; i < CHUNKS; ++i)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-                const float d = (lane + 32 * i) * VEC < K ? v[i][e] - x0 : 0.0f;
-                s1 += d, s2 = fmaf(d, d, s2);
-            }
-        s1 = warp_allreduce<SumOp>(s1), s2 = warp_allreduce<SumOp>(s2);
-        const float mean_d = s1 / K, mean = x0 + mean_d;
-        const float rstd = rsqrtf(fmaxf(s2 / K - mean_d * mean_d, 0.0f) + GPT2_LN_EPS);
-#pragma unroll
-        for (int i = 0; i < CHUNKS; ++i) {
-            const int c = lane + 32 * i;
-            if (c * VEC >= K) break;
-            float y[VEC];
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-                y[e] = (v[i][e] - mean) * rstd * pre.chunk_gain[i * VEC + e] + pre.chunk_shift[i * VEC + e];
-            out[c] = pack16(y, T());
-        }
-    }
-    __syncthreads();
 }
 
 /** @brief One piece of the LM head on FFMA (1 or 2 rows, and fp32): warp w (of `warps`) takes outputs w, w + warps,
