@@ -7,10 +7,14 @@ on the GPU the stage programs ran on, and typed into the programs and pages
 
   python3 scripts/peers.py attention   # SDPA B4 H12 N4096 fp16, cuDNN and FA2 backends, TFLOP/s
   python3 scripts/peers.py gpt2        # transformers GPT-2 124M (random weights): prefill B8 x T1024, decode batch 1
+  python3 scripts/peers.py gpt2-compiled  # the same decode with a static KV cache and torch.compile, batch 1-64
 
 Attention FLOPs are stage 06's count: 4*B*H*N*N*d, halved when causal.
-GPT-2 runs eager (no torch.compile), as a learner would run it; the weights are
-random (no download): the time does not depend on their values.
+GPT-2 runs eager (no torch.compile) in `gpt2`, as a learner would run it, and
+compiled in `gpt2-compiled`, as a server would: a static KV cache and the
+forward compiled with mode="reduce-overhead" (CUDA graphs), which is what
+transformers' generate() does with cache_implementation="static". The weights
+are random (no download): the time does not depend on their values.
 """
 import statistics
 import sys
@@ -77,7 +81,33 @@ def gpt2():
         torch.cuda.empty_cache()
 
 
+def gpt2_compiled():
+    """Greedy decode of batches of equal prompts (128 tokens) for 128 steps, fp16, static KV cache, the forward
+    compiled with torch.compile(mode="reduce-overhead"): tokens per second, the two first runs (compiling and
+    capturing the graphs) untimed. Stage 10's serving table mixes prompt lengths; this one cannot."""
+    from transformers import CompileConfig, GPT2Config, GPT2LMHeadModel
+    print(f"{torch.cuda.get_device_name()}, PyTorch {torch.__version__}: transformers GPT-2 124M, fp16, static KV "
+          f"cache, torch.compile(mode='reduce-overhead'), random weights")
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).to("cuda", torch.float16).eval()
+    prompt_len, steps = 128, 128
+    options = dict(max_new_tokens=steps, min_new_tokens=steps, do_sample=False, pad_token_id=0,
+                   cache_implementation="static", compile_config=CompileConfig(mode="reduce-overhead"))
+    for batch in (1, 8, 32, 64):
+        prompt = torch.randint(0, 50257, (batch, prompt_len), device="cuda")
+        with torch.no_grad():
+            for _ in range(2):  # compiles, then captures the graphs for this shape
+                model.generate(prompt, **options)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            model.generate(prompt, **options)
+            torch.cuda.synchronize()
+        s = time.perf_counter() - t0
+        print(f"gpt2 fp16 compiled greedy decode batch {batch}, prompt {prompt_len}, {steps} steps (prefill included): "
+              f"{batch * steps / s:.0f} tok/s")
+
+
 if __name__ == "__main__":
-    what = sys.argv[1:] or ["attention", "gpt2"]
+    what = sys.argv[1:] or ["attention", "gpt2", "gpt2-compiled"]
     for w in what:
-        {"attention": attention, "gpt2": gpt2}[w]()
+        {"attention": attention, "gpt2": gpt2, "gpt2-compiled": gpt2_compiled}[w]()

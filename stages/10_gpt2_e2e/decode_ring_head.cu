@@ -182,8 +182,9 @@ template <int ROWS>
 static __device__ void run_head_ring_mma(const LinearShare &p, WeightRing &ring, int first, const __half *rows, int K,
                                          unsigned long long &best, const decode_step_args &a)
 {
-    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(__half));
-    const int pieces = head_pieces(p.outs, sizeof(__half)), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(__half), ROWS);
+    static_assert(PIECE_OUTPUTS == 32, "a piece is 4 tiles of 8 outputs");
+    const int pieces = head_pieces(p.outs, sizeof(__half), ROWS), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int q = 0; q < pieces; ++q) {
         ring.wait(first + q);
         const unsigned from = ring.start[(first + q) % RING_LINEARS];
@@ -430,7 +431,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_ring_head(decode_
     int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x, TC) * ROWS); /* [M][max_pages] */
     __shared__ uint64_t ring_bars[RING_LINEARS];
     __shared__ unsigned ring_start[RING_LINEARS];
-    const int plan_entries = ring_plan_entries(L, a.V, gridDim.x, sizeof(T), true);
+    const int plan_entries = ring_plan_entries(L, a.V, gridDim.x, sizeof(T), ROWS, true);
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, TC));
     WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, TC,
                                                                          plan_entries)),
@@ -445,7 +446,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_ring_head(decode_
     __syncthreads();
     const int att_splits = attention_splits<T, ROWS>(a, in);
     for (int j = threadIdx.x; j < 4 * L; j += STEP_THREADS) plan[j] = plan_linear<T>(a, layers, j);
-    ring.linears += plan_head_pieces<T>(a, layers, plan);
+    ring.linears += plan_head_pieces<T, ROWS>(a, layers, plan);
     __syncthreads();
     if (ring.is_producer()) {
         ring.init();
@@ -517,7 +518,7 @@ static size_t ring_offset(wb_dtype dtype, const decode_step_args *a, int sms)
     const int rows = decode_rows_for(a->M);
     const bool tc = dtype == WB_F16 && rows >= MMA_MIN_ROWS;
     return step_ring_offset(wb_dtype_bytes(dtype), rows, a->C, a->L, a->max_pages, sms, tc,
-                            ring_plan_entries(a->L, a->V, sms, wb_dtype_bytes(dtype), true));
+                            ring_plan_entries(a->L, a->V, sms, wb_dtype_bytes(dtype), rows, true));
 }
 
 size_t gpt2_step_ring_head_smem(wb_dtype dtype, const decode_step_args *a)
@@ -527,7 +528,7 @@ size_t gpt2_step_ring_head_smem(wb_dtype dtype, const decode_step_args *a)
     if (step_args_refused(a) || !a->att_parts) return 0;
     const size_t static_smem =
         with_step_kernel<RingHeadKernel>(dtype, a->M, [](step_kernel_fn, StepLaunch &s) { return s.static_smem; });
-    return ring_offset(dtype, a, sms) + (size_t)ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), true) * 16 +
+    return ring_offset(dtype, a, sms) + (size_t)ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), decode_rows_for(a->M), true) * 16 +
            static_smem;
 }
 
@@ -541,7 +542,7 @@ const char *gpt2_step_ring_head(wb_dtype dtype, const decode_step_args *a)
     const bool tc = dtype == WB_F16 && decode_rows_for(a->M) >= MMA_MIN_ROWS;
     return with_step_kernel<RingHeadKernel>(dtype, a->M, [&](step_kernel_fn kernel, StepLaunch &s) {
         return launch_ring_step(kernel, s, *a, ring_offset(dtype, a, sms),
-                                ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), true), tc,
+                                ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), decode_rows_for(a->M), true), tc,
                                 "launch of decode_step_ring_head");
     });
 }

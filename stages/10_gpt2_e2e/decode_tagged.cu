@@ -375,7 +375,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_tagged(decode_ste
     int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x, false)); /* [max_pages] */
     __shared__ uint64_t ring_bars[RING_LINEARS];
     __shared__ unsigned ring_start[RING_LINEARS];
-    const int plan_entries = ring_plan_entries(L, a.V, gridDim.x, sizeof(T), true);
+    const int plan_entries = ring_plan_entries(L, a.V, gridDim.x, sizeof(T), ROWS, true);
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, false));
     WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x,
                                                                          false, plan_entries)),
@@ -525,7 +525,7 @@ size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a)
     int cc, sms;
     wb_current_gpu(&cc, &sms);
     if (tagged_step_refused(dtype, a, cc, sms)) return 0;
-    return merged_ring_offset(a, sms) + (size_t)ring_largest_share(a->C, sms, 2, true) * 16 + tagged_launch().static_smem;
+    return merged_ring_offset(a, sms) + (size_t)ring_largest_share(a->C, sms, 2, 1, true) * 16 + tagged_launch().static_smem;
 }
 
 const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
@@ -539,7 +539,7 @@ const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
      * (engine_generate's queued v6 steps zero them for the step after) */
     if (!a->best_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, (size_t)a->M * sizeof *a->best, cudaStreamPerThread));
     return launch_ring_step(decode_step_tagged, tagged_launch(), args, merged_ring_offset(a, sms),
-                            ring_largest_share(a->C, sms, 2, true), false, "launch of decode_step_tagged");
+                            ring_largest_share(a->C, sms, 2, 1, true), false, "launch of decode_step_tagged");
 }
 
 /* ------------------------------------------------------------------ v6's set-up (host) */

@@ -63,7 +63,7 @@ static __device__ void plan_ring_by_head(const decode_step_args &a, const decode
             plan[j] = plan_linear<__half>(a, layers, j);
         }
     }
-    ring.linears += plan_head_pieces<__half>(a, layers, plan);
+    ring.linears += plan_head_pieces<__half, 1>(a, layers, plan);
 }
 
 /**
@@ -110,7 +110,7 @@ static const char *merged_step_refused(wb_dtype dtype, const decode_step_args *a
 /** @brief The shared memory before the ring (1 row, the plan of the linears and the LM head's pieces). */
 static size_t merged_ring_offset(const decode_step_args *a, int sms)
 {
-    return step_ring_offset(2, 1, a->C, a->L, a->max_pages, sms, false, ring_plan_entries(a->L, a->V, sms, 2, true));
+    return step_ring_offset(2, 1, a->C, a->L, a->max_pages, sms, false, ring_plan_entries(a->L, a->V, sms, 2, 1, true));
 }
 
 #endif /* STAGE10_PROJ_HEADS_CUH */

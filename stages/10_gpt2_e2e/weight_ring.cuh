@@ -175,34 +175,45 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
  * registers from the moment its barrier opens, while the layers' weights
  * stream through the ring phases ahead and leave DRAM idle most of the time.
  * So v5 cuts each block's share of the head (about 380 outputs, 585 KB) into
- * pieces of 32 outputs and puts them in the ring's plan after the last
- * layer's linears: the producer requests them as soon as the last layers
+ * pieces (96 KB at 1 row, 48 KB from 2) and puts them in the ring's plan
+ * after the last layer's linears: the producer requests them as soon as the last layers
  * give back their bytes, and the first pieces have landed before the head
  * begins. The head reads one piece at a time and gives it back at once.
  */
 
-/** @brief Outputs of the LM head per piece in the ring, for `elem`-byte weights: 32 in fp16, 4 tiles of 8 (48 KB at
- *         C = 768), so that at 8 rows the ring holds three or four of them beside the rows; 16 in fp32, the same 48 KB. */
-static __host__ __device__ __forceinline__ constexpr int head_piece_outputs(size_t elem) { return (int)(64 / elem); }
-
-/** @brief The pieces of a block's share of the LM head of `outs` outputs of `elem` bytes each. */
-static __host__ __device__ __forceinline__ int head_pieces(int outs, size_t elem)
+/**
+ * @brief Outputs of the LM head per piece in the ring, for `elem`-byte
+ *        weights at `rows` rows: 96 KB of weights at 1 row (64 outputs in
+ *        fp16 at C = 768), 48 KB from 2 rows (32 in fp16: 4 tiles of 8 for
+ *        the tensor cores, and at 8 rows the ring holds three of them beside
+ *        48 KB of rows). At 1 row fewer, larger copies stream faster: on the
+ *        H200 (v6) the head took 23.8-24.3 µs against 26.1 with 48 KB
+ *        pieces, the step 188.4-189.8 against 191.6-192.4.
+ */
+static __host__ __device__ __forceinline__ constexpr int head_piece_outputs(size_t elem, int rows)
 {
-    return (outs + head_piece_outputs(elem) - 1) / head_piece_outputs(elem);
+    return (int)((rows == 1 ? 128 : 64) / elem);
+}
+
+/** @brief The pieces of a block's share of the LM head of `outs` outputs of `elem` bytes each, at `rows` rows. */
+static __host__ __device__ __forceinline__ int head_pieces(int outs, size_t elem, int rows)
+{
+    return (outs + head_piece_outputs(elem, rows) - 1) / head_piece_outputs(elem, rows);
 }
 
 /** @brief The ring's plan: 4L linears, and (v5, v6) the pieces of one block's share of the LM head (V over blocks). */
-static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, int blocks, size_t elem, bool head_ring)
+static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, int blocks, size_t elem, int rows,
+                                                                 bool head_ring)
 {
-    return 4 * L + (head_ring ? head_pieces((V + blocks - 1) / blocks, elem) : 0);
+    return 4 * L + (head_ring ? head_pieces((V + blocks - 1) / blocks, elem, rows) : 0);
 }
 
 /** @brief The most 16-byte chunks the ring must hold at once: one block's share of one linear, and with the LM head
  *         in the ring (v5, v6) room for two of its pieces. */
-static unsigned ring_largest_share(int C, int blocks, size_t elem, bool head_ring)
+static unsigned ring_largest_share(int C, int blocks, size_t elem, int rows, bool head_ring)
 {
     const int vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
-    unsigned most = head_ring ? (unsigned)(2 * head_piece_outputs(elem)) * (unsigned)(C / vec) : 0;
+    unsigned most = head_ring ? (unsigned)(2 * head_piece_outputs(elem, rows)) * (unsigned)(C / vec) : 0;
     for (int i = 0; i < 4; ++i) {
         unsigned chunks = (unsigned)((shapes[i][0] + blocks - 1) / blocks) * (unsigned)(shapes[i][1] / vec);
         most = chunks > most ? chunks : most;
@@ -222,13 +233,13 @@ static __device__ __forceinline__ RingPlan plan_linear(const decode_step_args &a
 
 /** @brief v5, v6: the pieces of the block's share of the LM head into the plan after the 4L linears, by the block's
  *         threads in turn; how many. */
-template <typename T>
+template <typename T, int ROWS>
 static __device__ int plan_head_pieces(const decode_step_args &a, const decode_layer_weights *layers, RingPlan *plan)
 {
     LinearPhase d = describe_phase(a, layers, 5 * a.L);
     LinearShare head = share_of<T>(d.w, d.N, d.K, false);
-    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T));
-    const int pieces = head_pieces(head.outs, sizeof(T));
+    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T), ROWS);
+    const int pieces = head_pieces(head.outs, sizeof(T), ROWS);
     for (int q = threadIdx.x; q < pieces; q += STEP_THREADS) {
         const int outs = min(PIECE_OUTPUTS, head.outs - q * PIECE_OUTPUTS);
         plan[4 * a.L + q] = {head.w + (long long)q * PIECE_OUTPUTS * head.chunks, (unsigned)(outs * head.chunks)};
@@ -294,8 +305,8 @@ template <typename T, int ROWS>
 static __device__ void run_head_ring_ffma(const LinearShare &p, WeightRing &ring, int first, const T *rows, int K,
                                           unsigned long long &best, const decode_step_args &a)
 {
-    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T));
-    const int pieces = head_pieces(p.outs, sizeof(T)), warp = threadIdx.x / 32;
+    constexpr int PIECE_OUTPUTS = head_piece_outputs(sizeof(T), ROWS);
+    const int pieces = head_pieces(p.outs, sizeof(T), ROWS), warp = threadIdx.x / 32;
     for (int q = 0; q < pieces; ++q) {
         ring.wait(first + q);
         const unsigned from = ring.start[(first + q) % RING_LINEARS];
