@@ -576,7 +576,7 @@ def stage10_t4_table(rows):
     out = ["**Predicted, not measured.** A decode step reads every weight once; on a T4 (320 GB/s) that alone takes "
            "1.55 ms in fp32, 0.78 ms in fp16. Batch 1-8 steps are bound by launches and latency beside it: the estimate "
            f"is the T4's weight streaming plus the time the {rows[0]['gpu']} step took beyond its own streaming. v1-v3 "
-           "run on a T4 in both precisions (fp16's prefill on stage 04's v5, the WMMA linear); v4-v7 need sm_90 (the "
+           "run on a T4 in both precisions (fp16's prefill on stage 04's v5, the WMMA linear); v4-v6 need sm_90 (the "
            "copy engine).", "",
            "| variant | precision | " + " | ".join(h for _, h in STAGE10_DECODE) + " |",
            "|---|---|" + "---:|" * len(STAGE10_DECODE)]
