@@ -359,6 +359,72 @@ static int check_long_contexts(const gpt2_model *m, int v, wb_dtype dtype, const
 }
 
 /**
+ * (7) Batches past the persistent step's 8 rows, as the serving table's: 33 and 64 sequences with prompts of 1-40
+ * seeded tokens (prefilled 8 at a time), two decode steps fed seeded tokens, every sequence's logits against the
+ * reference's cached step. Past 8 sequences every variant runs v1's kernels (engine_step_path).
+ */
+static int check_large_batches(const gpt2_model *m, int v, wb_dtype dtype, int sanitizer_sweep, int *checks)
+{
+    enum { MOST = 64, MAX_PROMPT = 40, STEPS = 2, GROUP = 8 };
+    static const int batches[] = {33, MOST};
+    const gpt2_config *c = &m->cfg;
+    const int V = c->vocab;
+    wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
+    gpt2_engine e;
+    const char *why = engine_init(&e, m, dtype, &decode_paths[v], MOST, GROUP * MAX_PROMPT);
+    if (why) {
+        printf("  %-4s %s large batches: skipped: %s\n", variant_ids[v], wb_dtype_name(dtype), why);
+        return 0;
+    }
+    const decode_path *ran = engine_step_path(&e, batches[0], MAX_PROMPT + STEPS);
+    if (sanitizer_sweep && ran != e.path) { /* under the sanitizers, once: with the variant whose kernels these are */
+        printf("  %-4s %s large batches: %s's kernels, checked there\n", variant_ids[v], wb_dtype_name(dtype), ran->id);
+        engine_free(&e);
+        return 0;
+    }
+    int lens[MOST], seqs[MOST], feed[MOST], next[MOST], *tokens = malloc((size_t)MOST * (MAX_PROMPT + STEPS) * 4), ok = 1;
+    float *logits = malloc((size_t)MOST * V * 4), *ref = malloc((size_t)V * 4);
+    ref_gpt2_cache *caches = malloc(MOST * sizeof *caches);
+    double worst = 0;
+    for (int b = 0; b < (sanitizer_sweep ? 1 : 2) && !why; ++b) { /* under the sanitizers 33 only */
+        const int n = batches[b];
+        int total = 0, made = 0; /* made: the reference caches begun */
+        wb_rng r;
+        wb_rng_seed(&r, 90 + (uint64_t)b);
+        for (int j = 0; j < n; ++j) lens[j] = wb_rng_int(&r, 1, MAX_PROMPT), seqs[j] = j, total += lens[j];
+        for (int i = 0; i < total + n * STEPS; ++i) tokens[i] = wb_rng_int(&r, 0, V - 1);
+        for (int j = 0, off = 0; j < n && !why; off += lens[j], ++j) {
+            if (j % GROUP == 0) why = engine_prefill(&e, n - j < GROUP ? n - j : GROUP, seqs + j, tokens + off, lens + j,
+                                                     next + j, NULL);
+            ref_gpt2_cache_init(&caches[j], c);
+            made = j + 1;
+            for (int t = 0; t < lens[j]; ++t) ref_gpt2_step(c, &m->w, &caches[j], tokens[off + t], ref);
+        }
+        for (int s = 0; s < STEPS && !why; ++s) {
+            for (int j = 0; j < n; ++j) feed[j] = tokens[total + s * n + j];
+            for (int i = 0; i < n * V; ++i) logits[i] = NAN; /* poisoned: a row the step does not write fails */
+            why = engine_decode(&e, n, seqs, feed, next, logits);
+            for (int j = 0; j < n && !why; ++j) {
+                ref_gpt2_step(c, &m->w, &caches[j], feed[j], ref);
+                wb_compare_result cr = wb_compare_f32(logits + (size_t)j * V, ref, (size_t)V, tol, "large batch", 3);
+                ok &= cr.ok;
+                worst = fmax(worst, cr.worst_frac);
+            }
+        }
+        for (int j = 0; j < made; ++j) ref_gpt2_cache_free(&caches[j]);
+        for (int j = 0; j < n; ++j) engine_release(&e, seqs[j]); /* a sequence never started: a no-op */
+    }
+    if (why) printf("  %-4s %s large batches: %s\n", variant_ids[v], wb_dtype_name(dtype), why), ok = 0;
+    printf("  %-4s %s %-48s worst %.2f of tol %s\n", variant_ids[v], wb_dtype_name(dtype),
+           sanitizer_sweep ? "decode of 33 sequences, mixed prompts" : "decode of 33 and of 64 sequences, mixed prompts",
+           worst, ok ? "ok" : "FAIL");
+    ++*checks;
+    free(tokens), free(logits), free(ref), free(caches);
+    engine_free(&e);
+    return !ok;
+}
+
+/**
  * The decode path of a run without --check or --bench: `variant` (-1: any) in `dtype_choice` (0: any). Where either is
  * free, the fastest this GPU runs: the last teaching variant its engine_init() takes, fp16 before fp32 (tensor
  * cores and half the bytes). Fills `e` and says which it chose; NULL, or why none runs.
@@ -557,7 +623,7 @@ int main(int argc, char **argv)
         const int n_cases = chosen_cases(opt.variant, dtype_choice, cases);
         gpt2_config tiny = {300, 64, 2, 2, 128};
         gpt2_model m;
-        /* (1)-(5) on a tiny random model, (6) on one with a context of 1024; the full-size random model too with
+        /* (1)-(5) and (7) on tiny random models, (6) on one with a context of 1024; the full-size random model too with
          * --check-full (ctest's stage10_check_full, label exhaustive), and the --weights file's model where one is given */
         gpt2_model_random(&m, &tiny, (uint64_t)opt.seed);
         /* under the sanitizers (--check-max below 100000) (4) and (6) take fewer groups: every kernel and path still
@@ -575,6 +641,11 @@ int main(int argc, char **argv)
         for (int k = 0; k < n_cases; ++k)
             failed += check_long_contexts(&m, cases[k].v, cases[k].dtype, long_ref, sanitizer_sweep, &checks);
         free(long_ref);
+        gpt2_model_free(&m);
+        gpt2_model_random(&m, &tiny, (uint64_t)opt.seed + 3);
+        printf("tiny random model, batches past 8 sequences against the CPU reference:\n");
+        for (int k = 0; k < n_cases; ++k)
+            failed += check_large_batches(&m, cases[k].v, cases[k].dtype, sanitizer_sweep, &checks);
         gpt2_model_free(&m);
         printf("the decode linear alone, against the CPU reference:\n");
         failed += check_linears_alone(opt.variant, dtype_choice, &checks);
