@@ -145,9 +145,9 @@ typedef struct gpt2_engine {
     void *q_rows;             /**< [rows][C] q for stage 09 */
     void *k_rows;             /**< [rows][C] new K rows for stage 08's append */
     void *v_rows;             /**< the same for V */
-    float *lse;               /**< stage 06's log-sum-exp (unused here) */
-    float *mean;              /**< stage 05's row means (unused here) */
-    float *rstd;              /**< stage 05's row rstd (unused here) */
+    float *lse;               /**< stage 06's log-sum-exp: its kernels write it (training keeps it), the engine never reads it */
+    float *mean;              /**< stage 05's row means: written, as lse, never read here */
+    float *rstd;              /**< stage 05's row 1/σ: the same */
     float *small_m_workspace; /**< the decode-time linear's partial sums */
     size_t small_m_floats;    /**< its size */
     void *decode_workspace;   /**< stage 09's partitions */
