@@ -1,7 +1,8 @@
 /**
  * @file stages/10_gpt2_e2e/stage10.h
  * @brief What stage 10's program files share: its variants (variants.c), the
- *        (variant, precision) cases a run chooses, and the bench (bench.c).
+ *        (variant, precision) cases a run chooses, the check (check.c) and
+ *        the bench (bench.c).
  */
 #ifndef STAGE10_H
 #define STAGE10_H
@@ -30,6 +31,12 @@ typedef struct {
 /** @brief The cases --variant (-1: all) and --dtype (0 all, 1 fp32, 2 fp16) choose, in teaching order, each
  *         variant's fp32 first, into cases[2·N_VARIANTS]; how many. */
 int chosen_cases(int variant, int dtype_choice, run_case *cases);
+
+/** @brief --check (check.c) for the cases --variant and --dtype choose: on tiny random models, the full-size random
+ *         model with check_full, and `file_model` (the --weights file `weights`) where one is given; 1 when every check
+ *         passed. */
+int stage10_check(const gpt2_model *file_model, const char *weights, int check_full, const wb_common_opts *opt,
+                  int dtype_choice);
 
 /** @brief --bench for the cases chosen, the table printed and, with --csv, written; 1 when every row ran. */
 int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opts *opt, int dtype_choice);

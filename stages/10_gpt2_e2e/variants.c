@@ -1,8 +1,8 @@
 /**
  * @file stages/10_gpt2_e2e/variants.c
  * @brief Stage 10's decode variants: their ids, what each adds (the tables' line), what each needs (the --help line),
- *        and the (variant, precision) cases a run chooses. The program (main.c) and the bench (bench.c) read them;
- *        engine_init() says whether this GPU and precision take one.
+ *        and the (variant, precision) cases a run chooses. The program (main.c, check.c) and the bench (bench.c)
+ *        read them; engine_init() says whether this GPU and precision take one.
  */
 #include "stage10.h"
 
