@@ -337,7 +337,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                 add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1, 0);
             }
             snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
-            const decode_path *ran = engine_step_path(&e, PB, prompt + steps); /* a row names the kernel that ran */
+            const decode_path *ran = engine_step_path(&e, PB); /* a row names the kernel that ran */
             if (ran != e.path) {
                 printf("%s %s, batch %d: %s's kernels run: the rows are %s's\n", variant_ids[v], wb_dtype_name(dtype),
                        PB, ran->id, ran->id);
@@ -375,8 +375,8 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                     kv_tokens += serve_lens[b] + (SERVE_STEPS + 1) / 2.0;
                 }
                 /* a row names the kernel that ran: over 8 sequences every variant runs v1's kernels, and
-                 * v6's own step takes 1 sequence whose context one pass of a block's warps covers */
-                const decode_path *ran = engine_step_path(&e, B, hi + SERVE_STEPS);
+                 * v6's own step takes 1 sequence */
+                const decode_path *ran = engine_step_path(&e, B);
                 if (ran != e.path) {
                     printf("%s %s, serving %d: %s's kernels run: the row is %s's\n", variant_ids[v],
                            wb_dtype_name(dtype), B, ran->id, ran->id);

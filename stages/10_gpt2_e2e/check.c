@@ -350,7 +350,7 @@ static int check_large_batches(const gpt2_model *m, int v, wb_dtype dtype, int s
         printf("  %-4s %s large batches: skipped: %s\n", variant_ids[v], wb_dtype_name(dtype), why);
         return 0;
     }
-    const decode_path *ran = engine_step_path(&e, batches[0], MAX_PROMPT + STEPS);
+    const decode_path *ran = engine_step_path(&e, batches[0]);
     if (sanitizer_sweep && ran != e.path) { /* under the sanitizers, once: with the variant whose kernels these are */
         printf("  %-4s %s large batches: %s's kernels, checked there\n", variant_ids[v], wb_dtype_name(dtype), ran->id);
         engine_free(&e);

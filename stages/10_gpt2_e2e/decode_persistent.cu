@@ -109,8 +109,3 @@ const char *gpt2_step_persistent(wb_dtype dtype, const decode_step_args *a)
         return launch_step(kernel, s, *a, smem, "launch of decode_step_persistent");
     });
 }
-
-int gpt2_decode_step_pass_tokens(wb_dtype dtype)
-{
-    return STEP_WARPS * (dtype == WB_F16 ? attention_warp_tokens<__half>() : attention_warp_tokens<float>());
-}

@@ -90,8 +90,7 @@ typedef struct {
     int fused_linears;               /**< 1: v2's fused decode linears take the steps no persistent kernel takes */
     decode_step_fn step;             /**< the persistent kernel of every step of 1-8 sequences, or NULL (v1, v2) */
     decode_step_smem_fn step_smem;   /**< its shared memory */
-    decode_step_fn one_row_step;     /**< the kernel of the steps of 1 sequence whose context one pass of a block's
-                                          warps covers (v6), or NULL: `step` takes them */
+    decode_step_fn one_row_step;     /**< the kernel of the steps of 1 sequence (v6), or NULL: `step` takes them */
     decode_step_smem_fn one_row_smem; /**< its shared memory */
     const char *(*one_row_setup)(struct gpt2_engine *e, const gpt2_model *m); /**< the one-row step's own weights and
                                           buffers, beside its kernel (v6: decode_tagged.cu), into e->one_row_state */
@@ -195,7 +194,6 @@ typedef struct gpt2_engine {
                                       (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
-    int graph_one_row;         /**< and whether its step is v6's (engine_decode.c decides step by step) */
 } gpt2_engine;
 
 /**
@@ -277,10 +275,10 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
  *         shared memory; otherwise v2's kernels take it). */
 int engine_persistent_step(const gpt2_engine *e, int n);
 
-/** @brief The variant whose kernels run a decode step of n sequences, the longest max_len tokens after it, on this
- *         engine: its own, or v1's (over 8 sequences), v2's (rows a persistent step cannot hold), v5's (v6's
- *         steps that their one-sequence kernel does not take). A row of a table names the kernel that ran. */
-const decode_path *engine_step_path(const gpt2_engine *e, int n, int max_len);
+/** @brief The variant whose kernels run a decode step of n sequences on this engine: its own, or v1's (over 8
+ *         sequences), v2's (rows a persistent step cannot hold), v5's (v6's steps of 2-8 sequences). A row of a table
+ *         names the kernel that ran. */
+const decode_path *engine_step_path(const gpt2_engine *e, int n);
 
 /** @brief End a sequence: its pages go back to the pool. */
 void engine_release(gpt2_engine *e, int seq);

@@ -48,21 +48,10 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
-/** Whether v6's own kernel takes a step of n sequences whose longest context is max_len tokens: one
- *  sequence, whose context one pass of a block's warps covers. Past it, its attention (one block a head) would read
- *  the context in two passes, where v5's phases split it over the idle blocks. */
-static int one_row_step_takes(const gpt2_engine *e, int n, int max_len)
-{
-    return e->path->one_row_step && n == 1 && max_len <= gpt2_decode_step_pass_tokens(e->dtype);
-}
-
-/** Whether a step of n sequences with the context lengths of `host` (its inputs on the host) runs v6's kernel. The
- *  host knows every step's lengths before it launches the step (engine_generate works them out a queue ahead), so it
- *  chooses the kernel. */
-static int one_row_step_runs(const gpt2_engine *e, int n, const engine_step_inputs *host)
-{
-    return one_row_step_takes(e, n, n == 1 ? host->lens[0] : 0);
-}
+/** Whether v6's own kernel takes a step of n sequences: one sequence, at any context (its attention, one block a
+ *  head, reads a context past 256 tokens in several passes of the block's warps; still faster than v5's step, whose
+ *  attention splits it over the idle blocks). */
+static int one_row_step_takes(const gpt2_engine *e, int n) { return e->path->one_row_step && n == 1; }
 
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
  *         to `best`; for the one-row step (`one_row`), its own arguments too (v6: its layer table and buffers). */
@@ -103,11 +92,11 @@ int engine_persistent_step(const gpt2_engine *e, int n)
     return smem && smem <= limit;
 }
 
-const decode_path *engine_step_path(const gpt2_engine *e, int n, int max_len)
+const decode_path *engine_step_path(const gpt2_engine *e, int n)
 {
     if (!fused_step(e, n)) return &decode_paths[0];                 /* v1's kernels */
     if (!engine_persistent_step(e, n)) return &decode_paths[1];     /* v2's fused kernels */
-    if (!e->path->one_row_step || one_row_step_takes(e, n, max_len)) return e->path;
+    if (!e->path->one_row_step || one_row_step_takes(e, n)) return e->path;
     const decode_path *p = e->path; /* v6 at other steps: the variant whose step is theirs without a row step */
     while (p > decode_paths && (p->one_row_step || p->step != e->path->step)) --p;
     return p;
@@ -118,7 +107,7 @@ static const char *decode_kernels_persistent(gpt2_engine *e, int n)
 {
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
-    const int one_row = one_row_step_runs(e, n, &e->step_h);
+    const int one_row = one_row_step_takes(e, n);
     decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, one_row);
     TRY(launch_step_kernel(e, &a, one_row));
     engine_charge(e, &p->whole_step, &mark);
@@ -230,7 +219,7 @@ static const char *capture_decode(gpt2_engine *e, int n)
     }
     WB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     WB_CUDA_CHECK(cudaGraphDestroy(graph));
-    e->graph_exec = exec, e->graph_n = n, e->graph_one_row = one_row_step_runs(e, n, &e->step_h);
+    e->graph_exec = exec, e->graph_n = n;
     return NULL;
 }
 
@@ -298,8 +287,7 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     if (e->profile || !e->use_graphs) {
         TRY(decode_kernels(e, n));
     } else {
-        if (!e->graph_exec || e->graph_n != n || e->graph_one_row != one_row_step_runs(e, n, in))
-            TRY(capture_decode(e, n)); /* v6: the step's kernel changed with its context */
+        if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
     if (fused_step(e, n)) { /* v2-v6's LM head leaves an argmax key per sequence */
@@ -364,7 +352,7 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     for (int j = 0; j < queued; ++j) {
         const int s = s0 + j;
         TRY(copy_pages(e, copies[j], n_copies[j]));
-        const int one_row = one_row_step_runs(e, n, &h[j]);
+        const int one_row = one_row_step_takes(e, n);
         decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), one_row);
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;

@@ -265,15 +265,6 @@ size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a);
  *         rows tagged with the step (fp16, sm_90). */
 const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a);
 
-/**
- * @brief The most context one block of the persistent step reads in one pass
- *        of its warps (128 tokens in fp32, 256 in fp16): past it, v5 splits a
- *        sequence's attention over more blocks, and v6's attention
- *        (one block a head) would take a second pass, so the engine runs
- *        their steps only while the longest context fits in one.
- */
-int gpt2_decode_step_pass_tokens(wb_dtype dtype);
-
 /** @brief The fewest rows (1, 2, 4 or 8) a kernel instantiated for a number of rows must take to hold M. */
 static inline int decode_rows_for(int M) { return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8; }
 

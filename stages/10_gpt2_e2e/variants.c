@@ -33,7 +33,7 @@ const decode_path decode_paths[N_VARIANTS] = {
      .step_smem = gpt2_step_ring_head_smem, .split_attention = 1},
     {.id = "v6", .what = "v5 + attention and proj in one phase, no grid barriers: rows tagged with the step",
      .help = "v5 + attention and proj in one phase by head, no grid barriers: each output tagged with the step, each "
-             "phase polls its rows; a batch-1 variant: other steps run v5's kernel (fp16, sm_90)",
+             "phase polls its rows; a batch-1 variant: steps of 2-8 sequences run v5's kernel (fp16, sm_90)",
      .min_cc = 90, .min_cc_why = RING_NEEDS, .fp16_only = 1, .fused_linears = 1, .step = gpt2_step_ring_head,
      .step_smem = gpt2_step_ring_head_smem, .one_row_step = gpt2_step_tagged, .one_row_smem = gpt2_step_tagged_smem,
      .one_row_setup = gpt2_tagged_setup, .one_row_args = gpt2_tagged_args, .one_row_free = gpt2_tagged_free,
