@@ -22,6 +22,27 @@
 /** Logits tolerances against the CPU reference (see the page): fp32, and fp16 (activations rounded every layer). */
 static const wb_tolerance logits_tol_f32 = {1e-3, 1e-3}, logits_tol_f16 = {6e-2, 3e-2};
 
+/** The logits' tolerance of storage `dtype`. */
+static wb_tolerance logits_tol(wb_dtype dtype) { return dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32; }
+
+/**
+ * One decode step of the n sequences `seqs`, fed `feed`, its logits against the reference's rows `ref` ([n][V]):
+ * `logits` ([n][V]) poisoned first, so that a row the step does not write fails; *ok and *worst updated. NULL, or
+ * why the step did not run. (6) and (7).
+ */
+static const char *decode_against(gpt2_engine *e, int n, const int *seqs, const int *feed, int *next, float *logits,
+                                  const float *ref, wb_tolerance tol, int *ok, double *worst)
+{
+    const int V = e->cfg.vocab;
+    for (int i = 0; i < n * V; ++i) logits[i] = NAN;
+    const char *why = engine_decode(e, n, seqs, feed, next, logits);
+    for (int j = 0; j < n && !why; ++j) {
+        wb_compare_result cr = wb_compare_f32(logits + (size_t)j * V, ref + (size_t)j * V, (size_t)V, tol, "decode", 3);
+        *ok &= cr.ok;
+        *worst = fmax(*worst, cr.worst_frac);
+    }
+    return why;
+}
 
 /** Compare and print one check; returns 1 when it failed. */
 static int report_check(const char *what, wb_compare_result r)
@@ -45,7 +66,7 @@ static int check_model(const gpt2_model *m, const char *model, int v, wb_dtype d
     const gpt2_config *c = &m->cfg;
     const int full_size = c->C >= 256; /* GPT-2's own sizes: short prompts (the CPU reference is slow) */
     int V = c->vocab, failed = 0;
-    wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
+    wb_tolerance tol = logits_tol(dtype);
     gpt2_engine e;
     const char *why = engine_init(&e, m, dtype, &decode_paths[v], 8, 3 * c->max_T);
     printf("%s (V %d, L %d, H %d, C %d), %s %s: %s:\n", model, V, c->n_layer, c->n_head, c->C, variant_ids[v],
@@ -291,7 +312,7 @@ static int check_long_contexts(const gpt2_model *m, int v, wb_dtype dtype, const
 {
     const gpt2_config *c = &m->cfg;
     const int V = c->vocab;
-    wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
+    wb_tolerance tol = logits_tol(dtype);
     gpt2_engine e;
     const char *why = engine_init(&e, m, dtype, &decode_paths[v], LONG_MAX_SEQS, 2 * c->max_T);
     if (why) {
@@ -310,16 +331,9 @@ static int check_long_contexts(const gpt2_model *m, int v, wb_dtype dtype, const
         }
         for (int j = 0; j < n; ++j) seqs[j] = j;
         why = engine_prefill(&e, n, seqs, tokens, lens, next, NULL);
-        for (int s = 0; s < LONG_STEPS && !why; ++s) {
+        for (int s = 0; s < LONG_STEPS && !why; ++s, row += n) {
             for (int j = 0; j < n; ++j) feed[j] = tokens[total + s * n + j];
-            for (int i = 0; i < n * V; ++i) logits[i] = NAN; /* poisoned: a row the step does not write fails */
-            why = engine_decode(&e, n, seqs, feed, next, logits);
-            for (int j = 0; j < n && !why; ++j, ++row) {
-                wb_compare_result cr = wb_compare_f32(logits + (size_t)j * V, ref + (size_t)row * V, (size_t)V, tol,
-                                                      "long context", 3);
-                ok &= cr.ok;
-                worst = fmax(worst, cr.worst_frac);
-            }
+            why = decode_against(&e, n, seqs, feed, next, logits, ref + (size_t)row * V, tol, &ok, &worst);
         }
         for (int j = 0; j < n; ++j) engine_release(&e, seqs[j]);
     }
@@ -344,7 +358,7 @@ static int check_large_batches(const gpt2_model *m, int v, wb_dtype dtype, int s
     const int batches[] = {sanitizer_sweep ? 9 : 33, MOST};
     const gpt2_config *c = &m->cfg;
     const int V = c->vocab;
-    wb_tolerance tol = dtype == WB_F16 ? logits_tol_f16 : logits_tol_f32;
+    wb_tolerance tol = logits_tol(dtype);
     gpt2_engine e;
     const char *why = engine_init(&e, m, dtype, &decode_paths[v], MOST, GROUP * MAX_PROMPT);
     if (why) {
@@ -358,7 +372,7 @@ static int check_large_batches(const gpt2_model *m, int v, wb_dtype dtype, int s
         return 0;
     }
     int lens[MOST], seqs[MOST], feed[MOST], next[MOST], *tokens = malloc((size_t)MOST * (MAX_PROMPT + STEPS) * 4), ok = 1;
-    float *logits = malloc((size_t)MOST * V * 4), *ref = malloc((size_t)V * 4);
+    float *logits = malloc((size_t)MOST * V * 4), *ref = malloc((size_t)MOST * V * 4);
     ref_gpt2_cache *caches = malloc(MOST * sizeof *caches);
     double worst = 0;
     for (int b = 0; b < (sanitizer_sweep ? 1 : 2) && !why; ++b) { /* under the sanitizers the first only */
@@ -376,15 +390,11 @@ static int check_large_batches(const gpt2_model *m, int v, wb_dtype dtype, int s
             for (int t = 0; t < lens[j]; ++t) ref_gpt2_step(c, &m->w, &caches[j], tokens[off + t], ref);
         }
         for (int s = 0; s < STEPS && !why; ++s) {
-            for (int j = 0; j < n; ++j) feed[j] = tokens[total + s * n + j];
-            for (int i = 0; i < n * V; ++i) logits[i] = NAN; /* poisoned: a row the step does not write fails */
-            why = engine_decode(&e, n, seqs, feed, next, logits);
-            for (int j = 0; j < n && !why; ++j) {
-                ref_gpt2_step(c, &m->w, &caches[j], feed[j], ref);
-                wb_compare_result cr = wb_compare_f32(logits + (size_t)j * V, ref, (size_t)V, tol, "large batch", 3);
-                ok &= cr.ok;
-                worst = fmax(worst, cr.worst_frac);
+            for (int j = 0; j < n; ++j) {
+                feed[j] = tokens[total + s * n + j];
+                ref_gpt2_step(c, &m->w, &caches[j], feed[j], ref + (size_t)j * V);
             }
+            why = decode_against(&e, n, seqs, feed, next, logits, ref, tol, &ok, &worst);
         }
         for (int j = 0; j < made; ++j) ref_gpt2_cache_free(&caches[j]);
         for (int j = 0; j < n; ++j) engine_release(&e, seqs[j]); /* a sequence never started: a no-op */

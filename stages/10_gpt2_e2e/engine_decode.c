@@ -84,7 +84,7 @@ int engine_persistent_step(const gpt2_engine *e, int n)
     /* the arguments a step would take: the same sizes, so the size asked is the size launched */
     decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, 0);
     size_t smem = e->path->step_smem(e->dtype, &a), limit = wb_current_smem_per_block();
-    if (e->path->one_row_step && n == 1) { /* v6: its steps take its kernel */
+    if (one_row_step_takes(e, n)) { /* v6: its steps take its kernel */
         a = persistent_step_args(e, n, &e->step_d, e->d_best, 1);
         size_t one_row = e->path->one_row_smem(e->dtype, &a);
         if (!one_row || one_row > limit) return 0;
@@ -125,10 +125,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
     TRY(gpt2_embed(e->dtype, e->step_d.tokens, e->step_d.positions, e->wte, e->wpe, e->x, n, C));
     engine_charge(e, &p->other, &mark);
     for (int l = 0; l < c->n_layer; ++l) {
-        TRY(engine_layernorm(e, e->x, e->ln1_w[l], e->ln1_b[l], e->ln, n));
-        engine_charge(e, &p->layernorm, &mark);
-        TRY(engine_linear(e, e->ln, e->qkv_w[l], e->qkv_b[l], e->qkv, n, 3 * C, C, GELU_NONE));
-        engine_charge(e, &p->linear, &mark);
+        TRY(engine_block_head(e, l, n, &mark));
         TRY(gpt2_split_qkv(e->dtype, e->qkv, n, C, H, NULL, NULL, NULL, e->q_rows, e->k_rows, e->v_rows));
         kv_append_args ka = {e->dtype, n, H, d, ENGINE_BLOCK_SIZE, e->k_rows, e->v_rows, e->step_d.slots,
                              e->k_pool[l], e->v_pool[l]};

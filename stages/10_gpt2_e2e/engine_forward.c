@@ -56,6 +56,18 @@ const char *engine_layernorm(gpt2_engine *e, const void *x, const float *w, cons
                                                            e->cfg.C);
 }
 
+/** The first half of block l before attention, shared by prefill and decode: qkv = ln1(x)·W_qkv + b. */
+const char *engine_block_head(gpt2_engine *e, int l, int rows, double *mark)
+{
+    int C = e->cfg.C;
+    engine_profile dummy, *p = e->profile ? e->profile : &dummy;
+    TRY(engine_layernorm(e, e->x, e->ln1_w[l], e->ln1_b[l], e->ln, rows));
+    engine_charge(e, &p->layernorm, mark);
+    TRY(engine_linear(e, e->ln, e->qkv_w[l], e->qkv_b[l], e->qkv, rows, 3 * C, C, GELU_NONE));
+    engine_charge(e, &p->linear, mark);
+    return NULL;
+}
+
 /** The MLP half and the residuals, shared by prefill and decode: x += proj(att); x += fcproj(gelu(fc(ln2(x)))). */
 const char *engine_block_tail(gpt2_engine *e, int l, int rows, double *mark)
 {
@@ -122,14 +134,10 @@ const char *engine_prefill(gpt2_engine *e, int n, const int *seqs, const int *to
 
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
-    engine_charge(e, &p->other, &mark);
     TRY(gpt2_embed(e->dtype, e->d_tokens, e->d_positions, e->wte, e->wpe, e->x, R, C));
     engine_charge(e, &p->other, &mark);
     for (int l = 0; l < c->n_layer; ++l) {
-        TRY(engine_layernorm(e, e->x, e->ln1_w[l], e->ln1_b[l], e->ln, R));
-        engine_charge(e, &p->layernorm, &mark);
-        TRY(engine_linear(e, e->ln, e->qkv_w[l], e->qkv_b[l], e->qkv, R, 3 * C, C, GELU_NONE));
-        engine_charge(e, &p->linear, &mark);
+        TRY(engine_block_head(e, l, R, &mark));
         /* attention, causal within each prompt: prompts of one length go to stage 06 together ([B][H][T][d]),
          * others one at a time */
         int same = 1;

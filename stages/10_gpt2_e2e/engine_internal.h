@@ -24,6 +24,8 @@ const char *engine_linear(gpt2_engine *e, const void *X, const void *W, const fl
                           gelu_kind g);
 /** Stage 05's LayerNorm of `rows` rows of x into y. */
 const char *engine_layernorm(gpt2_engine *e, const void *x, const float *w, const float *b, void *y, int rows);
+/** Block l before attention, for `rows` rows (kernel by kernel): LayerNorm, then QKV. */
+const char *engine_block_head(gpt2_engine *e, int l, int rows, double *mark);
 /** The rest of block l after attention, for `rows` rows (kernel by kernel): proj, residual, LayerNorm, MLP. */
 const char *engine_block_tail(gpt2_engine *e, int l, int rows, double *mark);
 /** `rows` rows of the logits buffer to the host as fp32, [rows][V]. */
