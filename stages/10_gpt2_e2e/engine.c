@@ -188,12 +188,6 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     e->decode_workspace_bytes = decode_workspace_bytes(max_seqs, H, H, d, c->max_T);
     e->decode_workspace = wb_device_alloc(e->decode_workspace_bytes, "decode workspace");
     e->decode_counters = wb_device_alloc_zeroed((size_t)max_seqs * H * sizeof(int), "decode counters");
-    if (fused_decode) { /* past 8 rows proj and fc-proj split K over blocks (decode_fused.cu) */
-        size_t proj = gpt2_decode_linear_workspace_bytes(max_seqs, C, C);
-        size_t fcproj = gpt2_decode_linear_workspace_bytes(max_seqs, C, 4 * C);
-        e->linear_workspace_bytes = proj > fcproj ? proj : fcproj;
-        e->linear_workspace = wb_device_alloc_zeroed(e->linear_workspace_bytes, "decode linear workspace");
-    }
     e->d_tokens = wb_device_alloc(R * 4, "tokens");
     e->d_positions = wb_device_alloc(R * 4, "positions");
     e->d_next = wb_device_alloc(R * 4, "next tokens");
@@ -239,8 +233,7 @@ void engine_free(gpt2_engine *e)
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
                  e->logits, e->q_heads, e->k_heads, e->v_heads, e->o_heads, e->q_rows, e->k_rows, e->v_rows, e->lse,
-                 e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->linear_workspace,
-                 e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
+                 e->mean, e->rstd, e->decode_workspace, e->decode_counters, e->small_m_workspace, e->d_tokens, e->d_positions, e->d_next, e->d_slots,
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
                  e->d_att_parts};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));

@@ -151,8 +151,6 @@ typedef struct gpt2_engine {
     size_t small_m_floats;    /**< its size */
     void *decode_workspace;   /**< stage 09's partitions */
     size_t decode_workspace_bytes; /**< its size */
-    void *linear_workspace;   /**< v2's decode linear past 8 rows: split-K's sums and counters */
-    size_t linear_workspace_bytes; /**< its size */
     int *decode_counters;     /**< stage 09 v3's per-row counters (zero between launches) */
     int *d_tokens;            /**< device: the forward's tokens */
     int *d_positions;         /**< device: their positions */
@@ -178,8 +176,8 @@ typedef struct gpt2_engine {
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
     const decode_path *path;  /**< the decode variant (engine_init): a row of decode_paths[] */
-    int fused_decode;         /**< v2-v6: decode steps of up to DECODE_MAX_ROWS sequences (fp16: DECODE_MMA_MAX_ROWS)
-                                   that no persistent kernel takes run v2's fused kernels */
+    int fused_decode;         /**< v2-v6: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
+                                   takes run v2's fused kernels */
     int dependent_launch;     /**< v2 on sm_90: its kernels start as programmatic dependents of the one before */
     void **qkv_wt;            /**< v2-v6, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
     void **proj_wt;           /**< v2-v6, per layer: [C][C] */

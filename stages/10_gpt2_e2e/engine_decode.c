@@ -33,12 +33,8 @@
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n);
 
-/** Whether a decode step of n sequences takes v2's fused kernels (else v1's): up to 8 rows, in fp16 up to 64 (its
- *  decode linear on tensor cores past 8). */
-static int fused_step(const gpt2_engine *e, int n)
-{
-    return e->fused_decode && n <= (e->dtype == WB_F16 ? DECODE_MMA_MAX_ROWS : DECODE_MAX_ROWS);
-}
+/** Whether a decode step of n sequences takes v2's fused kernels (else v1's). */
+static int fused_step(const gpt2_engine *e, int n) { return e->fused_decode && n <= DECODE_MAX_ROWS; }
 
 /** Stage 09's attention of layer l for the n sequences of a decode step: q_rows against the paged cache, into att. */
 static const char *decode_attention(gpt2_engine *e, int n, int l)
@@ -148,7 +144,7 @@ static const char *decode_kernels(gpt2_engine *e, int n)
 }
 
 /**
- * v2's decode step for n <= DECODE_MAX_ROWS sequences (fp16: 64): per block, the QKV
+ * v2's decode step for n <= DECODE_MAX_ROWS sequences: per block, the QKV
  * linear with LayerNorm before it and the K/V append after it, stage 09's
  * attention, and three more linears with their LayerNorm, bias, GELU and
  * residual add fused in; then the LM head with the final LayerNorm and the
@@ -174,18 +170,15 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         engine_charge(e, &p->linear, &mark);
         TRY(decode_attention(e, n, l));
         engine_charge(e, &p->attention, &mark);
-        /* proj and fc-proj, without LayerNorm, split K over blocks past 8 rows: the workspace */
         decode_linear_args proj = {.epilogue = DECODE_RESIDUAL, .x = e->att, .w_t = e->proj_wt[l],
                                    .bias = e->proj_b[l], .y = e->x, .M = n, .N = C, .K = C,
-                                   .dependent_launch = e->dependent_launch, .workspace = e->linear_workspace,
-                                   .workspace_bytes = e->linear_workspace_bytes};
+                                   .dependent_launch = e->dependent_launch};
         decode_linear_args fc = {.epilogue = DECODE_GELU, .x = e->x, .ln_w = e->ln2_w[l], .ln_b = e->ln2_b[l],
                                  .w_t = e->fc_wt[l], .bias = e->fc_b[l], .y = e->hidden, .M = n, .N = 4 * C, .K = C,
                                  .dependent_launch = e->dependent_launch};
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
                                      .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
-                                     .dependent_launch = e->dependent_launch, .workspace = e->linear_workspace,
-                                     .workspace_bytes = e->linear_workspace_bytes};
+                                     .dependent_launch = e->dependent_launch};
         TRY(gpt2_decode_linear(e->dtype, &proj));
         TRY(gpt2_decode_linear(e->dtype, &fc));
         TRY(gpt2_decode_linear(e->dtype, &fcproj));
@@ -295,7 +288,7 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
     if (fused_step(e, n)) { /* v2-v6's LM head leaves an argmax key per sequence */
-        unsigned long long keys[DECODE_MMA_MAX_ROWS];
+        unsigned long long keys[DECODE_MAX_ROWS];
         WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);
     } else {

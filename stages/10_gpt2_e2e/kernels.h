@@ -76,10 +76,8 @@ size_t gpt2_small_m_workspace_floats(int N, int K);
 /* v2: the fused decode step (decode_fused.cu)                               */
 /* ------------------------------------------------------------------------ */
 
-/** @brief Most rows (sequences) the fused decode linear takes on CUDA cores (FFMA). */
+/** @brief Most rows (sequences) the fused decode linear takes. */
 #define DECODE_MAX_ROWS 8
-/** @brief Most rows it takes in fp16, 9 and more on tensor cores (the serving table's batch 64). */
-#define DECODE_MMA_MAX_ROWS 64
 
 /** @brief What the fused decode linear does with each output y[m][n] = Σ_k x[m][k]·W[k][n] + bias[n]. */
 typedef enum {
@@ -106,7 +104,7 @@ typedef struct {
     const float *bias;        /**< [N] fp32, or NULL */
     void *y;                  /**< the output (see the epilogue) */
     int ldy;                  /**< DECODE_LOGITS_ARGMAX: row pitch of y in elements (>= N); else unused (N) */
-    int M;                    /**< rows, 1..DECODE_MAX_ROWS (fp16: DECODE_MMA_MAX_ROWS) */
+    int M;                    /**< rows, 1..DECODE_MAX_ROWS */
     int N;                    /**< outputs per row */
     int K;                    /**< inputs per row: a multiple of 16 bytes of the storage type (8 in fp16, 4 in fp32) */
     void *k_pool;             /**< DECODE_QKV_APPEND: stage 08's K pool [num_pages][H][block_size][d] */
@@ -116,15 +114,10 @@ typedef struct {
     int block_size;           /**< tokens per page */
     unsigned long long *best; /**< DECODE_LOGITS_ARGMAX: [M] argmax keys (argmax_key.h), zero before the launch */
     int dependent_launch;     /**< 1: launched as a programmatic dependent of the kernel before (sm_90) */
-    void *workspace;          /**< past 8 rows without LayerNorm: split-K's sums and counters, zeroed once, or NULL */
-    size_t workspace_bytes;   /**< its size: gpt2_decode_linear_workspace_bytes */
 } decode_linear_args;
 
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
-
-/** @brief The workspace (zeroed once, kept between launches) the fused decode linear needs past 8 rows. */
-size_t gpt2_decode_linear_workspace_bytes(int M, int N, int K);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */
 const char *gpt2_decode_linear_exercise(wb_dtype dtype, const decode_linear_args *a);
