@@ -80,9 +80,8 @@ ROOF_NOTES = {
                    "fp16) and each sequence's K and V at its mean context, at the copy bandwidth measured in the run "
                    "(HF's batch-1 fp32 decode on the H200: 111 tok/s). PyTorch 2.11's fp16 greedy decode of the same "
                    "shape on the H200, measured apart with transformers' generate (static KV cache, prompts of one "
-                   "length, contexts 128-384): eager 365 tok/s "
-                   "at batch 1; torch.compile(mode=\"reduce-overhead\") 1358-1585 at batch 1, 6625 at batch 8, 13952 "
-                   "at 32, 48804 at 64"},
+                   "length, contexts 128-384): eager 365 tok/s at batch 1; torch.compile(mode=\"reduce-overhead\") "
+                   "1358-1585 at batch 1, 6625 at batch 8, 13952 at 32, 48804 at 64"},
 }
 
 

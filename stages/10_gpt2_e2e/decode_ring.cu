@@ -111,7 +111,7 @@ size_t gpt2_step_ring_smem(wb_dtype dtype, const decode_step_args *a)
     wb_current_gpu(NULL, &sms);
     if (step_args_refused(a)) return 0;
     const size_t static_smem = with_step_kernel<RingKernel>(dtype, a->M, [](step_kernel_fn, StepLaunch &s) { return s.static_smem; });
-    return ring_offset(dtype, a, sms) + (size_t)ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), decode_rows_for(a->M), false) * 16 +
+    return ring_offset(dtype, a, sms) + (size_t)ring_largest_share(dtype, a, sms, false) * 16 +
            static_smem;
 }
 
@@ -123,7 +123,7 @@ const char *gpt2_step_ring(wb_dtype dtype, const decode_step_args *a)
     if (cc < 90) return "persistent decode step with the weight ring: needs sm_90 (the copy engine)";
     return with_step_kernel<RingKernel>(dtype, a->M, [&](step_kernel_fn kernel, StepLaunch &s) {
         return launch_ring_step(kernel, s, *a, ring_offset(dtype, a, sms),
-                                ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), decode_rows_for(a->M), false), false,
+                                ring_largest_share(dtype, a, sms, false), false,
                                 "launch of decode_step_ring");
     });
 }

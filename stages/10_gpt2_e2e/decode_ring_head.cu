@@ -7,9 +7,9 @@
  *
  * The LM head in the ring is in weight_ring.cuh (v6 keeps it). The L2
  * policy is the ring's copies': a step reads each weight once, 247 MB in
- * fp16 (495 MB in fp32), through a 50 MB L2; with the default policy they push out what the next step reads
- * again, the K/V cache above all. Evict-first lines are the first that L2
- * replaces, so the K/V stay.
+ * fp16 (495 MB in fp32), through a 50 MB L2; with the default policy they
+ * push out what the next step reads again, the K/V cache above all.
+ * Evict-first lines are the first that L2 replaces, so the K/V stay.
  */
 #include <type_traits>
 
@@ -412,9 +412,9 @@ static __device__ __forceinline__ bool fp32_requests_at_attention(int attention_
 /**
  * @brief v5: v4's kernel with the LM head's pieces in the ring's plan after
  *        the last layer's linears, read one at a time (weight_ring.cuh), and
- *        the ring's copies marked evict-first in L2. Its producer is the last warp's lane 0
- *        (RING_PRODUCER_LAST_WARP); in fp16 its requests are paced
- *        (paced_request_end). At 4-8 rows in fp16 the dot products run on
+ *        the ring's copies marked evict-first in L2. Its producer is the last
+ *        warp's lane 0 (RING_PRODUCER_LAST_WARP); in fp16 its requests are
+ *        paced (paced_request_end). At 4-8 rows in fp16 the dot products run on
  *        tensor cores; at 1-4 rows attention is split over the idle blocks;
  *        at 5-8 the first layers' K/V stay in L2.
  */
@@ -528,7 +528,7 @@ size_t gpt2_step_ring_head_smem(wb_dtype dtype, const decode_step_args *a)
     if (step_args_refused(a) || !a->att_parts) return 0;
     const size_t static_smem =
         with_step_kernel<RingHeadKernel>(dtype, a->M, [](step_kernel_fn, StepLaunch &s) { return s.static_smem; });
-    return ring_offset(dtype, a, sms) + (size_t)ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), decode_rows_for(a->M), true) * 16 +
+    return ring_offset(dtype, a, sms) + (size_t)ring_largest_share(dtype, a, sms, true) * 16 +
            static_smem;
 }
 
@@ -542,7 +542,7 @@ const char *gpt2_step_ring_head(wb_dtype dtype, const decode_step_args *a)
     const bool tc = dtype == WB_F16 && decode_rows_for(a->M) >= MMA_MIN_ROWS;
     return with_step_kernel<RingHeadKernel>(dtype, a->M, [&](step_kernel_fn kernel, StepLaunch &s) {
         return launch_ring_step(kernel, s, *a, ring_offset(dtype, a, sms),
-                                ring_largest_share(a->C, sms, wb_dtype_bytes(dtype), decode_rows_for(a->M), true), tc,
+                                ring_largest_share(dtype, a, sms, true), tc,
                                 "launch of decode_step_ring_head");
     });
 }

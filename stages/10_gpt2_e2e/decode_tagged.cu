@@ -525,7 +525,8 @@ size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a)
     int cc, sms;
     wb_current_gpu(&cc, &sms);
     if (tagged_step_refused(dtype, a, cc, sms)) return 0;
-    return merged_ring_offset(a, sms) + (size_t)ring_largest_share(a->C, sms, 2, 1, true) * 16 + tagged_launch().static_smem;
+    return merged_ring_offset(a, sms) + (size_t)ring_largest_share(dtype, a, sms, true) * 16 +
+           tagged_launch().static_smem;
 }
 
 const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
@@ -539,7 +540,7 @@ const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
      * (engine_generate's queued v6 steps zero them for the step after) */
     if (!a->best_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, (size_t)a->M * sizeof *a->best, cudaStreamPerThread));
     return launch_ring_step(decode_step_tagged, tagged_launch(), args, merged_ring_offset(a, sms),
-                            ring_largest_share(a->C, sms, 2, 1, true), false, "launch of decode_step_tagged");
+                            ring_largest_share(dtype, a, sms, true), false, "launch of decode_step_tagged");
 }
 
 /* ------------------------------------------------------------------ v6's set-up (host) */

@@ -176,9 +176,10 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
  * stream through the ring phases ahead and leave DRAM idle most of the time.
  * So v5 cuts each block's share of the head (about 380 outputs, 585 KB) into
  * pieces (96 KB at 1 row, 48 KB from 2) and puts them in the ring's plan
- * after the last layer's linears: the producer requests them as soon as the last layers
- * give back their bytes, and the first pieces have landed before the head
- * begins. The head reads one piece at a time and gives it back at once.
+ * after the last layer's linears: the producer requests them as soon as the
+ * last layers give back their bytes, and the first pieces have landed before
+ * the head begins. The head reads one piece at a time and gives it back at
+ * once.
  */
 
 /**
@@ -208,12 +209,14 @@ static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, i
     return 4 * L + (head_ring ? head_pieces((V + blocks - 1) / blocks, elem, rows) : 0);
 }
 
-/** @brief The most 16-byte chunks the ring must hold at once: one block's share of one linear, and with the LM head
- *         in the ring (v5, v6) room for two of its pieces. */
-static unsigned ring_largest_share(int C, int blocks, size_t elem, int rows, bool head_ring)
+/** @brief The most 16-byte chunks the ring must hold at once for a step of `a` in `dtype` over `blocks` blocks: one
+ *         block's share of one linear, and with the LM head in the ring (v5, v6) room for two of its pieces. */
+static unsigned ring_largest_share(wb_dtype dtype, const decode_step_args *a, int blocks, bool head_ring)
 {
-    const int vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
-    unsigned most = head_ring ? (unsigned)(2 * head_piece_outputs(elem, rows)) * (unsigned)(C / vec) : 0;
+    const size_t elem = wb_dtype_bytes(dtype);
+    const int C = a->C, vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
+    const int piece = head_piece_outputs(elem, decode_rows_for(a->M));
+    unsigned most = head_ring ? (unsigned)(2 * piece) * (unsigned)(C / vec) : 0;
     for (int i = 0; i < 4; ++i) {
         unsigned chunks = (unsigned)((shapes[i][0] + blocks - 1) / blocks) * (unsigned)(shapes[i][1] / vec);
         most = chunks > most ? chunks : most;
