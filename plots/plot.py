@@ -579,7 +579,7 @@ def stage10_t4_table(rows):
     out = ["**Predicted, not measured.** A decode step reads every weight once; on a T4 (320 GB/s) that alone takes "
            "1.55 ms in fp32, 0.78 ms in fp16. Batch 1-8 steps are bound by launches and latency beside it: the estimate "
            f"is the T4's weight streaming plus the time the {rows[0]['gpu']} step took beyond its own streaming. v1-v3 "
-           "run on a T4 in both precisions (fp16's prefill on stage 04's v5, the WMMA linear); v4-v6 need sm_90 (the "
+           "run on a T4 in both precisions (fp16's prefill on stage 04's v5, the WMMA linear); v4 and v5 need sm_90 (the "
            "copy engine).", "",
            "| variant | precision | " + " | ".join(h for _, h in STAGE10_DECODE) + " |",
            "|---|---|" + "---:|" * len(STAGE10_DECODE)]
@@ -611,7 +611,7 @@ MEASURING_GPU_ROOF = {"NVIDIA H100 80GB HBM3": {"GB/s": 3350.0, "fp32": 67.0, "t
 # min_cc): they do not run on a T4 at all.
 NEEDS_NEWER = {"03": {"v9": "sm_80", "v10": "sm_90", "v11": "sm_90", "v12": "sm_90", "v13": "sm_90", "v14": "sm_90"},
                "04": {"v6": "sm_80", "v7": "sm_90", "v8": "sm_90", "v9": "sm_90", "v10": "sm_90", "v11": "sm_90"},
-               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v4": "sm_90", "v5": "sm_90", "v6": "sm_90"}}
+               "06": {"v5": "sm_80", "v7": "sm_90"}, "10": {"v4": "sm_90", "v5": "sm_90"}}
 # GPT-2 124M (stage 10): parameters, all streamed once per decode step.
 GPT2_124M_PARAMS = 124_439_808
 

@@ -26,8 +26,8 @@
 # NEW_ARGS and BASE_ARGS are added to each tree's --bench (NEW_ARGS="--dtype fp16": this tree's variants run in
 # both precisions unless told).
 #
-# Usage: [AB_BASE=DIR | AB_BASE_BIN=FILE] [AB_NEW_BIN=FILE] [CHECKS="v6 v5"] [SANITIZE="v6"] [NEW_ARGS=...]
-#        scripts/stage10_ab.sh new:v6 base:v5 ...
+# Usage: [AB_BASE=DIR | AB_BASE_BIN=FILE] [AB_NEW_BIN=FILE] [CHECKS="v5 v4"] [SANITIZE="v5"] [NEW_ARGS=...]
+#        scripts/stage10_ab.sh new:v5 base:v4 ...
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT/ab"

@@ -157,7 +157,7 @@ static double trace_at(const unsigned long long *h, int P, int b, int p, int w)
 }
 
 /**
- * v3-v6: one decode step of B sequences (prompts of `prompt` tokens) traced
+ * v3-v5: one decode step of B sequences (prompts of `prompt` tokens) traced
  * inside the persistent kernel — when each block starts each phase and when
  * it arrives at the barrier that ends it — and summarised per kind of phase:
  * the phase's time from the first block's start to the next phase's first
@@ -178,7 +178,7 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     unsigned long long *h = malloc(n * sizeof *h);
     if (!why) why = engine_decode(e, B, seqs, cur, nx, NULL); /* warm */
     int graphs = e->use_graphs;
-    e->use_graphs = 0, e->d_trace = wb_device_alloc_zeroed(n * sizeof *h, "trace"); /* v6 leaves proj's phases unmarked */
+    e->use_graphs = 0, e->d_trace = wb_device_alloc_zeroed(n * sizeof *h, "trace"); /* v5 leaves proj's phases unmarked */
     if (!why) why = engine_decode(e, B, seqs, nx, cur, NULL);
     WB_CUDA_CHECK(cudaMemcpy(h, e->d_trace, n * sizeof *h, cudaMemcpyDeviceToHost));
     WB_CUDA_CHECK(cudaFree(e->d_trace));
@@ -197,14 +197,14 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     double t0 = 0, t_end = 0;
     int count[6] = {0};
     for (int p = 0; p < P; ++p) {
-        int k = p == P - 1 ? 5 : p % 5, q = p + 1; /* q: the next phase that ran (v6 runs no proj phase) */
+        int k = p == P - 1 ? 5 : p % 5, q = p + 1; /* q: the next phase that ran (v5 runs no proj phase) */
         if (trace_at(h, P, 0, p, 0) == 0) continue;
         while (q < P && trace_at(h, P, 0, q, 0) == 0) ++q;
         double first = INFINITY, last_arrival = 0, next = INFINITY, most = 0, r = 0, dd = 0, ee = 0;
         for (int b = 0; b < sms; ++b) {
             double start = trace_at(h, P, b, p, 0), arrive = trace_at(h, P, b, p, 1);
             first = fmin(first, start), last_arrival = fmax(last_arrival, arrive), most = fmax(most, arrive - start);
-            if (trace_at(h, P, b, p, 2)) /* attention's phase marks none of the two (v6's, with proj in it, does) */
+            if (trace_at(h, P, b, p, 2)) /* attention's phase marks none of the two (v5's, with proj in it, does) */
                 r += trace_at(h, P, b, p, 2) - start, dd += trace_at(h, P, b, p, 3) - trace_at(h, P, b, p, 2),
                     ee += arrive - trace_at(h, P, b, p, 3);
             if (q < P) next = fmin(next, trace_at(h, P, b, q, 0));
@@ -220,7 +220,7 @@ static void print_step_trace(gpt2_engine *e, int B, int prompt, const int *token
     printf("    %-30s %7s %7s %7s %8s %8s %8s\n", "phase", "time", "rows", "dots", "epilogue", "slowest", "barrier");
     for (int k = 0; k < 6; ++k)
         if (!count[k])
-            printf("    %-30s (none: with attention, v6)\n", kinds[k]);
+            printf("    %-30s (none: with attention, v5)\n", kinds[k]);
         else
             printf("    %-30s %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f\n", kinds[k], wall[k] / count[k] * 1e-3,
                rows[k] / count[k] * 1e-3, dots[k] / count[k] * 1e-3, epi[k] / count[k] * 1e-3,
@@ -272,7 +272,7 @@ static double decode_limit(const wb_device *dev, const gpt2_model *m, wb_dtype d
     return B * dev->copy_gbps * 1e9 / (weights + kv);
 }
 
-/** The timed steps' summary rows (where the time goes inside a step), v3-v6. */
+/** The timed steps' summary rows (where the time goes inside a step), v3-v5. */
 static void print_traces(gpt2_engine *e, int prompt, int steps, const int *tokens)
 {
     print_step_trace(e, 1, prompt, tokens);
@@ -365,7 +365,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             print_profile("decode batch 1, 8 steps", &pd);
             if (decode_paths[v].step) print_traces(&e, prompt, steps, tokens);
             /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
-             * (v2-v6 take batches of up to 8; larger batches take v1's kernels, and only v1's row shows them) */
+             * (v2-v5 take batches of up to 8; larger batches take v1's kernels, and only v1's row shows them) */
             for (size_t i = 0; i < sizeof serve_batches / sizeof serve_batches[0]; ++i) {
                 int B = serve_batches[i], lo = max_prompt, hi = 0;
                 double kv_tokens = 0;
@@ -375,7 +375,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
                     kv_tokens += serve_lens[b] + (SERVE_STEPS + 1) / 2.0;
                 }
                 /* a row names the kernel that ran: over 8 sequences every variant runs v1's kernels, and
-                 * v6's own step takes 1 sequence */
+                 * v5's own step takes 1 sequence */
                 const decode_path *ran = engine_step_path(&e, B);
                 if (ran != e.path) {
                     printf("%s %s, serving %d: %s's kernels run: the row is %s's\n", variant_ids[v],

@@ -180,7 +180,7 @@ static int check_model(const gpt2_model *m, const char *model, int v, wb_dtype d
     }
 
     /* (4) the batch equals smaller batches of the same sequences, fed the tokens the batch generated: each
-     * sequence alone (1 row of the step), then the first three together (4 rows). Logits, not tokens: v5 runs
+     * sequence alone (1 row of the step), then the first three together (4 rows). Logits, not tokens: v4 runs
      * its dot products on tensor cores from 4 rows and on FFMA below, so its sums differ in order */
     {
         double worst = 0;
@@ -226,9 +226,9 @@ static int check_model(const gpt2_model *m, const char *model, int v, wb_dtype d
         printf("  %-58s %s\n", "steps queued on the GPU choose the tokens of (2)", same ? "ok" : "FAIL");
         failed += !same, ++*checks;
     }
-    /* (5b) the same at 1 row, where v6's own steps run: sequence 0 alone, its steps one by one
+    /* (5b) the same at 1 row, where v5's own steps run: sequence 0 alone, its steps one by one
      * (engine_decode, each fed the token the step before chose), then queued (engine_generate, 4 at a time): the same
-     * tokens. v6's queued steps zero the keys of the step after them, and its steps one by one get a memset */
+     * tokens. v5's queued steps zero the keys of the step after them, and its steps one by one get a memset */
     {
         int seq = 0, first_by_step, first_queued, tok, by_step[STEPS], queued[STEPS], same = 1;
         why = engine_prefill(&e, 1, &seq, tokens + offs[0], &lens[0], &first_by_step, NULL);
@@ -258,7 +258,7 @@ done:
  * (6) Long contexts, on a tiny model whose context is 1024 (the one of (1)-(5) has 64): one sequence at a time after
  * prompts of 200, 300, 600 and 900 tokens, then three together after 2, 450 and 900, two decode steps each. The
  * steps are fed seeded tokens, not their own argmax, so that the reference's logits are worked out once for every
- * variant. Attention then takes several passes of a block's warps, and v5 splits it over 2-4 blocks (fp32 from 129
+ * variant. Attention then takes several passes of a block's warps, and v4 splits it over 2-4 blocks (fp32 from 129
  * tokens of context, fp16 from 257); beside a sequence of 900 tokens, the one of 2 leaves some of its splits empty.
  */
 enum { LONG_GROUPS = 5, LONG_STEPS = 2, LONG_MAX_SEQS = 3, LONG_LOGIT_ROWS = (4 + 3) * LONG_STEPS };

@@ -1,6 +1,6 @@
 /**
  * @file stages/10_gpt2_e2e/decode_step.cuh
- * @brief What every persistent decode step (v3-v6) is made of: the step's
+ * @brief What every persistent decode step (v3-v5) is made of: the step's
  *        phases, a block's share of a linear layer, the grid barrier, the
  *        input rows and their LayerNorm, the dot products from registers,
  *        the epilogues and attention. Each variant's file includes it and
@@ -48,7 +48,7 @@
  * @brief Most units (outputs × slices) of one block's share of a linear that
  *        go through shared memory: at most ⌈4C / blocks⌉ outputs (fc, the
  *        widest), or, when outputs are split into slices, at most one unit per
- *        warp. On tensor cores (v5 at 4-8 rows) every output is split over
+ *        warp. On tensor cores (v4 at 4-8 rows) every output is split over
  *        all the warps. The kernel lays out its shared memory with it, the
  *        host sizes it.
  */
@@ -60,7 +60,7 @@ static __host__ __device__ __forceinline__ int step_max_units(int C, int blocks,
 }
 
 /** @brief Dynamic shared memory of one block: the layer table, ROWS rows of 4C, the partial sums, the block tables
- *         (v4-v6's ring follows, from the next 16-byte boundary: step_ring_offset). */
+ *         (v4, v5's ring follows, from the next 16-byte boundary: step_ring_offset). */
 static __host__ __device__ __forceinline__ size_t step_smem_bytes(size_t elem, int rows, int C, int L, int max_pages,
                                                                   int blocks, bool mma)
 {
@@ -68,15 +68,15 @@ static __host__ __device__ __forceinline__ size_t step_smem_bytes(size_t elem, i
            (size_t)step_max_units(C, blocks, mma) * rows * 4 + (size_t)rows * max_pages * 4;
 }
 
-/** @brief Where v4-v6's plan of the ring (a RingPlan per linear) begins in the dynamic shared memory. */
+/** @brief Where v4, v5's plan of the ring (a RingPlan per linear) begins in the dynamic shared memory. */
 static __host__ __device__ __forceinline__ size_t step_plan_offset(size_t elem, int rows, int C, int L, int max_pages,
                                                                    int blocks, bool mma)
 {
     return (step_smem_bytes(elem, rows, C, L, max_pages, blocks, mma) + 15) & ~(size_t)15;
 }
 
-/** @brief Where v4-v6's weight ring begins in the dynamic shared memory, after a plan of `plan_entries` (4L, and
- *         v5's pieces of the LM head): 16-byte aligned, for the bulk copies. */
+/** @brief Where v4, v5's weight ring begins in the dynamic shared memory, after a plan of `plan_entries` (4L, and
+ *         v4's pieces of the LM head): 16-byte aligned, for the bulk copies. */
 static __host__ __device__ __forceinline__ size_t step_ring_offset(size_t elem, int rows, int C, int L, int max_pages,
                                                                    int blocks, bool mma, int plan_entries)
 {
@@ -152,7 +152,7 @@ struct GridBarrier : StepTrace {
  *        each output's K is split into S slices (a power of 2), so that every
  *        warp streams: unit u is output u / S, slice u % S (a shift and a
  *        mask), and slice s takes the lanes' 16-byte chunks (j·S + s)·32 +
- *        lane for j = 0, 1, … On tensor cores (v5), every output is split
+ *        lane for j = 0, 1, … On tensor cores (v4), every output is split
  *        over all STEP_WARPS warps instead: slice w is warp w's 64-wide
  *        segments of K.
  */
@@ -226,13 +226,13 @@ static __device__ __forceinline__ float load_cg(const __half *p) { return __half
 /** @brief What a phase's epilogue needs that the phase before does not write: requested before the barrier. */
 struct Prefetched {
     float bias;   /**< the bias of this thread's output (output thread / ROWS, row thread % ROWS) */
-    float colsum; /**< v6: the sum of that output's folded weights (decode_tagged.cu) */
+    float colsum; /**< v5: the sum of that output's folded weights (decode_tagged.cu) */
     float resid;  /**< for a residual add, y's old value there */
     float chunk_gain[ROWS_ONE_PASS_PER_LANE];  /**< the LayerNorm gain at this lane's k of a row, in 16-byte chunks */
     float chunk_shift[ROWS_ONE_PASS_PER_LANE]; /**< the shift at the same k */
 };
 
-/** @brief Before the barrier (v3, and v4's LM head): each lane's first STEP_SLOTS 16-byte weight loads of the
+/** @brief Before the barrier (v3): each lane's first STEP_SLOTS 16-byte weight loads of the
  *         block's share `p`; the cursor then points past them. */
 static __device__ __forceinline__ void issue_weights(const LinearShare &p, uint4 (&slot)[STEP_SLOTS], StepCursor &ahead)
 {
@@ -248,7 +248,7 @@ static __device__ __forceinline__ void issue_weights(const LinearShare &p, uint4
 /**
  * @brief Before the barrier: what the phase's epilogue needs that the phase
  *        before does not write. This thread's output (thread / ROWS) and row
- *        (thread % ROWS): its bias (v6: and the folded weights' sum,
+ *        (thread % ROWS): its bias (v5: and the folded weights' sum,
  *        `colsum`) and the old residual value.
  */
 template <typename T, int ROWS>
@@ -516,7 +516,7 @@ static __device__ __forceinline__ void argmax_to_step(const decode_step_args &a,
 
 /**
  * @brief Run a linear phase after its barrier (the input rows staged), the
- *        weights from registers (v3; v4's LM head): each warp consumes its
+ *        weights from registers (v3): each warp consumes its
  *        slots in order and refills each with the load STEP_SLOTS steps
  *        further on, so loads stay in flight while it multiplies. A unit's
  *        finished dot products (one per row, reduced by the butterfly) go to
@@ -739,7 +739,7 @@ static __device__ __forceinline__ void load_kv_tile(uint4 (&kr)[STEP_ATT_PASSES]
 }
 
 /**
- * @brief The attention phase (v3, v4): (sequence, head) pairs go to blocks in
+ * @brief The attention phase (v3): (sequence, head) pairs go to blocks in
  *        turn; in a block the 8 warps take tiles of the context in turn
  *        (stage 09's layout: each token's K row read whole by consecutive
  *        lanes, every lane's loads of the tile issued together), keep their
@@ -783,7 +783,7 @@ struct LinearPhase {
     const void *resid;        /**< the residual's old values (x), or NULL */
     int N;                    /**< outputs per row */
     int K;                    /**< inputs per row */
-    int linear;               /**< the step's linear number (4 per block): v3's L2 prefetch, v4-v6's ring */
+    int linear;               /**< the step's linear number (4 per block): v3's L2 prefetch, v4, v5's ring */
     void *k_pool;             /**< the QKV phase's K page pool */
     void *v_pool;             /**< and V */
 };

@@ -1,6 +1,6 @@
 /**
  * @file stages/10_gpt2_e2e/decode_tagged.cu
- * @brief v6: v5's step at 1 row (fp16, sm_90) with attention and proj in
+ * @brief v5: v4's step at 1 row (fp16, sm_90) with attention and proj in
  *        one phase, by head (proj_heads.cuh), and no grid barriers: every
  *        phase's outputs carry the step's tag, and each phase polls the words
  *        it reads. With the tuning that only this step needs, each where
@@ -10,7 +10,7 @@
  * A grid barrier costs each phase about 1 µs (0.99 µs alone on the H100, the
  * fastest of eight designs measured), and only then do the blocks fetch the
  * rows the phase before wrote: a trip to L2 more. But a phase waits for the
- * phase before only because it reads its outputs. So v6 stores each output
+ * phase before only because it reads its outputs. So v5 stores each output
  * as one 32-bit word, its fp16 bits in the low half and the step's tag in
  * the high half (NCCL's "LL" protocol, in halves of 32 bits), and the reader
  * polls the words it needs until every one carries this step's tag: the
@@ -36,7 +36,7 @@
 
 #include <stdlib.h>
 
-#include "engine.h" /* v6's set-up, at the end */
+#include "engine.h" /* v5's set-up, at the end */
 #include "fp16.h"
 #include "model.h"
 
@@ -167,8 +167,8 @@ static __device__ __forceinline__ int log2_of_power_of_2(int n) { return 31 - __
 
 /**
  * @brief Where token t's row of head h starts in a page pool, with the block
- *        size bs a power of 2: a shift and a mask where v3-v5 divide by bs.
- *        Written as v3-v5 write it, each of a warp's 8 passes divided t by bs (an
+ *        size bs a power of 2: a shift and a mask where v3, v4 divide by bs.
+ *        Written as v3, v4 write it, each of a warp's 8 passes divided t by bs (an
  *        integer division by a run-time value: I2F, MUFU.RCP, F2I and a dozen
  *        integer instructions, a dependent chain), then read the page from
  *        the table and only then issued its two loads, and `if (t < len)` put
@@ -232,9 +232,9 @@ static __device__ void attention_head_tagged(const decode_step_args &a, const St
  *        W'_nk = g_k·W_nk and bias'_n = bias_n + Σ_k b_k·W_nk, both worked
  *        out once on the host (model.c: gpt2_fold_layernorm). The dot
  *        products then take the row as the phase before left it, and the
- *        statistics are needed only in the epilogue: v5's rows are
+ *        statistics are needed only in the epilogue: v4's rows are
  *        normalised (their loads, two butterflies, the gain and shift) before
- *        any dot product could start; v6's are staged as they are, and one
+ *        any dot product could start; v5's are staged as they are, and one
  *        warp works out mean and rstd while the others multiply. The column
  *        sums Σ_k W'_nk are of the rounded W', so that x·W' − mean·ΣW' is
  *        (x − mean)·W' in exact arithmetic; the two terms cancel as far as
@@ -302,7 +302,7 @@ static __device__ __forceinline__ void run_phase_ring_loads_first(const LinearSh
 }
 
 /**
- * @brief v6's epilogue of a linear phase (finish_phase at 1 row): the bias,
+ * @brief v5's epilogue of a linear phase (finish_phase at 1 row): the bias,
  *        with a folded LayerNorm's statistics applied (`ln_stats`:
  *        rstd·(x·w' − mean·Σw') + bias'), then the output to its tagged words
  *        `tagged_y`; QKV's k and v also to the page pools (their slot's page
@@ -339,7 +339,7 @@ static __device__ __forceinline__ void finish_phase_tagged(decode_epilogue epi, 
     }
 }
 
-/** @brief v6's trace marks: v3-v5's GridBarrier without the counter (a phase ends at a __syncthreads). */
+/** @brief v5's trace marks: v3, v4's GridBarrier without the counter (a phase ends at a __syncthreads). */
 struct TaggedTrace : StepTrace {
     /** @brief End the phase without arriving: the next phase's rows wait for their own words. */
     __device__ __forceinline__ void leave()
@@ -356,7 +356,7 @@ struct TaggedTrace : StepTrace {
 };
 
 /**
- * @brief v6: attention and proj in one phase, no grid barrier. Each phase's outputs go to
+ * @brief v5: attention and proj in one phase, no grid barrier. Each phase's outputs go to
  *        their tagged words (finish_phase_tagged) and the next phase polls
  *        the words it reads (stage_tagged_rows, stage_proj_sum_rows_tagged,
  *        attention_head_tagged). QKV's and fc's LayerNorm are folded into
@@ -375,11 +375,11 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_tagged(decode_ste
     int *tables = reinterpret_cast<int *>(partial + step_max_units(C, gridDim.x, false)); /* [max_pages] */
     __shared__ uint64_t ring_bars[RING_LINEARS];
     __shared__ unsigned ring_start[RING_LINEARS];
-    const int plan_entries = ring_plan_entries(L, a.V, gridDim.x, sizeof(T), ROWS, true);
+    const int plan_entries = ring_plan_entries(L, a.V, gridDim.x, sizeof(T), ROWS);
     RingPlan *plan = reinterpret_cast<RingPlan *>(smem + step_plan_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x, false));
     WeightRing ring = {reinterpret_cast<uint4 *>(smem + step_ring_offset(sizeof(T), ROWS, C, L, a.max_pages, gridDim.x,
                                                                          false, plan_entries)),
-                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0, true, RING_PRODUCER_LAST_WARP};
+                       a.ring_chunks, ring_bars, ring_start, plan, 4 * L, 0, 0, 0, 0, RING_PRODUCER};
     __shared__ StepInputs in;
     __shared__ unsigned long long block_best[ROWS];
     __shared__ float2 ln_stats[ROWS]; /* the row's (mean, 1/σ), for the epilogue (row_statistics) */
@@ -502,7 +502,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_tagged(decode_ste
     trace.mark(1);
 }
 
-/** @brief The launch state of v6's kernel. */
+/** @brief The launch state of v5's kernel. */
 static StepLaunch &tagged_launch()
 {
     static StepLaunch s;
@@ -510,7 +510,7 @@ static StepLaunch &tagged_launch()
     return s;
 }
 
-/** @brief Why v6's kernel cannot take these arguments (proj_heads.cuh's contract, a block size that is a power of 2, its
+/** @brief Why v5's kernel cannot take these arguments (proj_heads.cuh's contract, a block size that is a power of 2, its
  *         buffers), or NULL. */
 static const char *tagged_step_refused(wb_dtype dtype, const decode_step_args *a, int cc, int sms)
 {
@@ -525,7 +525,7 @@ size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a)
     int cc, sms;
     wb_current_gpu(&cc, &sms);
     if (tagged_step_refused(dtype, a, cc, sms)) return 0;
-    return merged_ring_offset(a, sms) + (size_t)ring_largest_share(dtype, a, sms, true) * 16 +
+    return merged_ring_offset(a, sms) + (size_t)ring_largest_share(dtype, a, sms) * 16 +
            tagged_launch().static_smem;
 }
 
@@ -535,17 +535,17 @@ const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
     wb_current_gpu(&cc, &sms);
     if (const char *why = tagged_step_refused(dtype, a, cc, sms)) return why;
     decode_step_args args = *a;
-    args.barrier = NULL; /* none: v6 meets no barrier */
+    args.barrier = NULL; /* none: v5 meets no barrier */
     /* no zero of the keys inside the step, which meets no barrier: nothing would order it before the LM head's atomics
-     * (engine_generate's queued v6 steps zero them for the step after) */
+     * (engine_generate's queued v5 steps zero them for the step after) */
     if (!a->best_zeroed) WB_CUDA_CHECK(cudaMemsetAsync(a->best, 0, (size_t)a->M * sizeof *a->best, cudaStreamPerThread));
     return launch_ring_step(decode_step_tagged, tagged_launch(), args, merged_ring_offset(a, sms),
-                            ring_largest_share(dtype, a, sms, true), false, "launch of decode_step_tagged");
+                            ring_largest_share(dtype, a, sms), false, "launch of decode_step_tagged");
 }
 
-/* ------------------------------------------------------------------ v6's set-up (host) */
+/* ------------------------------------------------------------------ v5's set-up (host) */
 
-/** @brief v6's own state: its layer table and what it points to beyond the engine's, and its buffers. */
+/** @brief v5's own state: its layer table and what it points to beyond the engine's, and its buffers. */
 struct TaggedState {
     decode_layer_weights *layers; /**< [L] on the device: QKV's and fc's weights and biases folded, proj's by head */
     void **owned;                 /**< [5L] the folded weights and biases and proj by head, to free */
@@ -601,7 +601,7 @@ extern "C" const char *gpt2_tagged_setup(gpt2_engine *e, const gpt2_model *m)
         t[l].fc_wt = own[2], t[l].fc_b = (const float *)own[3];
         t[l].proj_heads = own[4];
     }
-    s->layers = (decode_layer_weights *)wb_device_alloc((size_t)L * sizeof *t, "v6's layer table");
+    s->layers = (decode_layer_weights *)wb_device_alloc((size_t)L * sizeof *t, "v5's layer table");
     WB_CUDA_CHECK(cudaMemcpy(s->layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
     free(t);
     s->tagged = (unsigned *)wb_device_alloc_zeroed((size_t)DECODE_TAGGED_WORDS(L, C) * sizeof(unsigned), "tagged rows");

@@ -77,7 +77,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     if (d != 64 && d != 128) return "needs a head dimension of 64 or 128 (stage 09's paged attention)";
     int fused_decode = path->fused_linears;
     if (fused_decode && C % 8) return "the fused decode (v2) needs C to be a multiple of 8 (16-byte loads of fp16)";
-    if (path->step && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v3-v6) needs heads of 64";
+    if (path->step && d != DECODE_STEP_HEAD_DIM) return "the persistent decode step (v3-v5) needs heads of 64";
     if (path->min_cc > cc) return path->min_cc_why;
     if (path->fp16_only && dtype != WB_F16) return "takes fp16 storage only (attention and proj in one phase)";
     e->path = path;
@@ -141,7 +141,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         e->v_pool[l] = wb_device_alloc(pool, "V pool");
     }
 
-    if (e->path->step) { /* v3-v6 read every block's pointers from one table */
+    if (e->path->step) { /* v3-v5 read every block's pointers from one table */
         decode_layer_weights *t = wb_host_alloc((size_t)L * sizeof *t, "layer table");
         for (int l = 0; l < L; ++l)
             t[l] = (decode_layer_weights){e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], e->qkv_b[l],
@@ -150,10 +150,10 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         e->d_layers = wb_device_alloc((size_t)L * sizeof *t, "layer table");
         WB_CUDA_CHECK(cudaMemcpy(e->d_layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
         free(t);
-        if (path->one_row_setup) TRY(path->one_row_setup(e, m)); /* v6's own weights and buffers */
+        if (path->one_row_setup) TRY(path->one_row_setup(e, m)); /* v5's own weights and buffers */
         e->d_barrier = wb_device_alloc((1 + ENGINE_QUEUE_STEPS) * sizeof(unsigned), "grid barriers"); /* see .h */
     }
-    if (path->split_attention) { /* v5, v6; NaN until a split writes its part, so that a part never written shows */
+    if (path->split_attention) { /* v4, v5; NaN until a split writes its part, so that a part never written shows */
         size_t bytes = (size_t)decode_att_parts_floats(c->n_head) * sizeof(float);
         e->d_att_parts = wb_device_alloc(bytes, "split attention's parts");
         WB_CUDA_CHECK(cudaMemset(e->d_att_parts, 0xff, bytes));

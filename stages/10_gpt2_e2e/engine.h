@@ -21,7 +21,7 @@
  * use this stage's small-M kernel instead of a tiled GEMM (see kernels.h);
  * v2 fuses each with its neighbours (LayerNorm before, bias, GELU, residual
  * add or the K/V append after, the argmax into the LM head), 4 kernels and
- * stage 09's attention per block; v3-v6 run the whole step as one persistent
+ * stage 09's attention per block; v3-v5 run the whole step as one persistent
  * kernel (kernels.h lists them). Activations and matrices are stored in the
  * chosen precision (fp32, or fp16 with fp32 accumulation); LayerNorm
  * parameters and biases stay fp32.
@@ -52,7 +52,7 @@ typedef struct {
     double kv_append;  /**< stage 08 */
     double lm_head;    /**< logits GEMM and argmax */
     double other;      /**< embedding, residual adds */
-    double whole_step; /**< v3-v6: the decode step's one persistent kernel (it cannot be split by kind) */
+    double whole_step; /**< v3-v5: the decode step's one persistent kernel (it cannot be split by kind) */
 } engine_profile;
 
 /** @brief A decode step's inputs: views of one block of memory, so that one copy uploads them all. */
@@ -77,11 +77,11 @@ struct gpt2_engine;
 
 /**
  * @brief One decode variant: what it adds and what its engine sets up. The table of them, decode_paths[] (v1 …
- *        v6, in teaching order), is in variants.c; the program and the bench walk it, and engine_init() reads the
+ *        v5, in teaching order), is in variants.c; the program and the bench walk it, and engine_init() reads the
  *        row it is given, never a variant number.
  */
 typedef struct {
-    const char *id;                  /**< "v1" … "v6" */
+    const char *id;                  /**< "v1" … "v5" */
     const char *what;                /**< one line for the tables: what it adds */
     const char *help;                /**< one line for --help: the idea, the hardware, the problems it takes */
     int min_cc;                      /**< compute capability it needs, 10·major + minor (75: a T4) */
@@ -90,17 +90,17 @@ typedef struct {
     int fused_linears;               /**< 1: v2's fused decode linears take the steps no persistent kernel takes */
     decode_step_fn step;             /**< the persistent kernel of every step of 1-8 sequences, or NULL (v1, v2) */
     decode_step_smem_fn step_smem;   /**< its shared memory */
-    decode_step_fn one_row_step;     /**< the kernel of the steps of 1 sequence (v6), or NULL: `step` takes them */
+    decode_step_fn one_row_step;     /**< the kernel of the steps of 1 sequence (v5), or NULL: `step` takes them */
     decode_step_smem_fn one_row_smem; /**< its shared memory */
     const char *(*one_row_setup)(struct gpt2_engine *e, const gpt2_model *m); /**< the one-row step's own weights and
-                                          buffers, beside its kernel (v6: decode_tagged.cu), into e->one_row_state */
+                                          buffers, beside its kernel (v5: decode_tagged.cu), into e->one_row_state */
     void (*one_row_args)(const struct gpt2_engine *e, decode_step_args *a); /**< its arguments beyond the shared ones */
     void (*one_row_free)(struct gpt2_engine *e); /**< frees e->one_row_state */
-    int split_attention;             /**< 1: attention split over the idle blocks at 1-4 rows (v5, v6) */
-    int tagged;                      /**< 1: its one-row steps zero the argmax keys of the step after them (v6) */
+    int split_attention;             /**< 1: attention split over the idle blocks at 1-4 rows (v4, v5) */
+    int tagged;                      /**< 1: its one-row steps zero the argmax keys of the step after them (v5) */
 } decode_path;
 
-/** @brief The decode variants, v1 … v6 in teaching order (variants.c). */
+/** @brief The decode variants, v1 … v5 in teaching order (variants.c). */
 extern const decode_path decode_paths[];
 
 /** @brief The model on the GPU, its KV cache and its scratch buffers. */
@@ -176,21 +176,21 @@ typedef struct gpt2_engine {
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
     const decode_path *path;  /**< the decode variant (engine_init): a row of decode_paths[] */
-    int fused_decode;         /**< v2-v6: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
+    int fused_decode;         /**< v2-v5: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
                                    takes run v2's fused kernels */
     int dependent_launch;     /**< v2 on sm_90: its kernels start as programmatic dependents of the one before */
-    void **qkv_wt;            /**< v2-v6, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
-    void **proj_wt;           /**< v2-v6, per layer: [C][C] */
-    void **fc_wt;             /**< v2-v6, per layer: [4C][C] */
-    void **fcproj_wt;         /**< v2-v6, per layer: [C][4C] */
-    unsigned long long *d_best; /**< v2-v6: the LM head's argmax key per sequence */
-    float *d_att_parts;       /**< v5, v6: the split attention's partial outputs (decode_step_args.att_parts) */
+    void **qkv_wt;            /**< v2-v5, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
+    void **proj_wt;           /**< v2-v5, per layer: [C][C] */
+    void **fc_wt;             /**< v2-v5, per layer: [4C][C] */
+    void **fcproj_wt;         /**< v2-v5, per layer: [C][4C] */
+    unsigned long long *d_best; /**< v2-v5: the LM head's argmax key per sequence */
+    float *d_att_parts;       /**< v4, v5: the split attention's partial outputs (decode_step_args.att_parts) */
     void *one_row_state;      /**< the one-row step's own state (its row's one_row_setup), or NULL */
-    int queued_step_tagged;   /**< v6: whether the last step engine_generate queued was v6's (which zeroes the keys
+    int queued_step_tagged;   /**< v5: whether the last step engine_generate queued was v5's (which zeroes the keys
                                    of the step after it) */
-    void *d_layers;           /**< v3-v6: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
-    unsigned *d_barrier;      /**< v3-v5: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
-    unsigned long long *d_trace; /**< v3-v6: when not NULL, steps launched outside a graph write their trace here
+    void *d_layers;           /**< v3-v5: the blocks' weights as the persistent step reads them (decode_layer_weights[L]) */
+    unsigned *d_barrier;      /**< v3, v4: the grid barrier's counters: [0] engine_decode's, [1 + j] queued step j's */
+    unsigned long long *d_trace; /**< v3-v5: when not NULL, steps launched outside a graph write their trace here
                                       (decode_step_args.trace: [SMs][5·L + 1][4]) */
     void *graph_exec;         /**< the instantiated graph (cudaGraphExec_t), for graph_n sequences */
     int graph_n;              /**< the batch size it was captured for */
@@ -202,7 +202,7 @@ typedef struct gpt2_engine {
  * @param e        the engine to fill
  * @param m        the model (host, fp32)
  * @param dtype    storage of matrices, activations and the KV cache
- * @param path     the decode variant, a row of decode_paths[] (variants.c: v1 the earlier stages' kernels … v6
+ * @param path     the decode variant, a row of decode_paths[] (variants.c: v1 the earlier stages' kernels … v5
  *        no grid barriers). Prefill is v1's in every variant.
  * @param max_seqs   sequences served at once (at most 64)
  * @param max_tokens most rows one forward takes (Σ prompt lengths of a prefill)
@@ -214,11 +214,11 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
 /** @brief Free everything. */
 void engine_free(gpt2_engine *e);
 
-/** @brief v6's own set-up, arguments and tear-down (decode_tagged.cu): its layer table with the LayerNorms folded
+/** @brief v5's own set-up, arguments and tear-down (decode_tagged.cu): its layer table with the LayerNorms folded
  *         into QKV's and fc's weights and proj's weights by head, the tagged rows, proj's counted sums, the steps'
  *         counter. */
 const char *gpt2_tagged_setup(gpt2_engine *e, const gpt2_model *m);
-/** @brief v6's step arguments: its layer table and buffers. */
+/** @brief v5's step arguments: its layer table and buffers. */
 void gpt2_tagged_args(const gpt2_engine *e, decode_step_args *a);
 /** @brief Frees what gpt2_tagged_setup made. */
 void gpt2_tagged_free(gpt2_engine *e);
@@ -254,13 +254,13 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
 
 /**
  * @brief Greedy decode of `steps` steps, each step's tokens fed from the step
- *        before on the GPU. With the persistent step (v3-v6), the host works
+ *        before on the GPU. With the persistent step (v3-v5), the host works
  *        out and uploads the inputs of up to queue_steps steps (slots, block
  *        tables: they do not depend on the tokens) and queues their kernels;
  *        it works out and queues the next queue before it waits for this
  *        one's tokens, so the GPU runs all the steps back to back. Otherwise
  *        it is a loop of engine_decode.
- * @param e      the engine (v3-v6 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
+ * @param e      the engine (v3-v5 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
  * @param n      sequences
  * @param seqs   their ids (live, each with room for `steps` more tokens in the context)
  * @param tokens one token each, fed to the first step
@@ -271,12 +271,12 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  */
 const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *tokens, int steps, int *out);
 
-/** @brief Whether a decode step of n sequences runs as one persistent kernel (v3-v6, and its rows fit in a block's
+/** @brief Whether a decode step of n sequences runs as one persistent kernel (v3-v5, and its rows fit in a block's
  *         shared memory; otherwise v2's kernels take it). */
 int engine_persistent_step(const gpt2_engine *e, int n);
 
 /** @brief The variant whose kernels run a decode step of n sequences on this engine: its own, or v1's (over 8
- *         sequences), v2's (rows a persistent step cannot hold), v5's (v6's steps of 2-8 sequences). A row of a table
+ *         sequences), v2's (rows a persistent step cannot hold), v4's (v5's steps of 2-8 sequences). A row of a table
  *         names the kernel that ran. */
 const decode_path *engine_step_path(const gpt2_engine *e, int n);
 

@@ -1,7 +1,7 @@
 /**
  * @file stages/10_gpt2_e2e/engine_decode.c
  * @brief The decode step loop every variant shares: a step's inputs, its
- *        kernels (v1's and v2's kernel by kernel, in a CUDA graph; v3-v6's one
+ *        kernels (v1's and v2's kernel by kernel, in a CUDA graph; v3-v5's one
  *        persistent kernel), and steps queued on the GPU (engine_generate).
  */
 #include "engine.h"
@@ -48,13 +48,13 @@ static const char *decode_attention(gpt2_engine *e, int n, int l)
     return decode_variants[e->decode_variant].launch(&dp);
 }
 
-/** Whether v6's own kernel takes a step of n sequences: one sequence, at any context (its attention, one block a
- *  head, reads a context past 256 tokens in several passes of the block's warps; still faster than v5's step, whose
+/** Whether v5's own kernel takes a step of n sequences: one sequence, at any context (its attention, one block a
+ *  head, reads a context past 256 tokens in several passes of the block's warps; still faster than v4's step, whose
  *  attention splits it over the idle blocks). */
 static int one_row_step_takes(const gpt2_engine *e, int n) { return e->path->one_row_step && n == 1; }
 
 /** @brief The persistent step's arguments for n sequences, with the step's inputs `in` (device) and its argmax keys
- *         to `best`; for the one-row step (`one_row`), its own arguments too (v6: its layer table and buffers). */
+ *         to `best`; for the one-row step (`one_row`), its own arguments too (v5: its layer table and buffers). */
 static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const engine_step_inputs *in,
                                              unsigned long long *best, int one_row)
 {
@@ -72,7 +72,7 @@ static decode_step_args persistent_step_args(const gpt2_engine *e, int n, const 
     return a;
 }
 
-/** @brief Launch a step: v6's kernel where it takes the step (`one_row`), else the variant's. */
+/** @brief Launch a step: v5's kernel where it takes the step (`one_row`), else the variant's. */
 static const char *launch_step_kernel(const gpt2_engine *e, const decode_step_args *a, int one_row)
 {
     return one_row ? e->path->one_row_step(e->dtype, a) : e->path->step(e->dtype, a);
@@ -84,7 +84,7 @@ int engine_persistent_step(const gpt2_engine *e, int n)
     /* the arguments a step would take: the same sizes, so the size asked is the size launched */
     decode_step_args a = persistent_step_args(e, n, &e->step_d, e->d_best, 0);
     size_t smem = e->path->step_smem(e->dtype, &a), limit = wb_current_smem_per_block();
-    if (one_row_step_takes(e, n)) { /* v6: its steps take its kernel */
+    if (one_row_step_takes(e, n)) { /* v5: its steps take its kernel */
         a = persistent_step_args(e, n, &e->step_d, e->d_best, 1);
         size_t one_row = e->path->one_row_smem(e->dtype, &a);
         if (!one_row || one_row > limit) return 0;
@@ -97,12 +97,12 @@ const decode_path *engine_step_path(const gpt2_engine *e, int n)
     if (!fused_step(e, n)) return &decode_paths[0];                 /* v1's kernels */
     if (!engine_persistent_step(e, n)) return &decode_paths[1];     /* v2's fused kernels */
     if (!e->path->one_row_step || one_row_step_takes(e, n)) return e->path;
-    const decode_path *p = e->path; /* v6 at other steps: the variant whose step is theirs without a row step */
+    const decode_path *p = e->path; /* v5 at other steps: the variant whose step is theirs without a row step */
     while (p > decode_paths && (p->one_row_step || p->step != e->path->step)) --p;
     return p;
 }
 
-/** v3-v6's decode step for n sequences: one cooperative kernel (and a memset) runs what v2 launches as 62 kernels. */
+/** v3-v5's decode step for n sequences: one cooperative kernel (and a memset) runs what v2 launches as 62 kernels. */
 static const char *decode_kernels_persistent(gpt2_engine *e, int n)
 {
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
@@ -287,7 +287,7 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
         if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
-    if (fused_step(e, n)) { /* v2-v6's LM head leaves an argmax key per sequence */
+    if (fused_step(e, n)) { /* v2-v5's LM head leaves an argmax key per sequence */
         unsigned long long keys[DECODE_MAX_ROWS];
         WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);
@@ -354,7 +354,7 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
         a.fed_tokens = e->d_fed + (size_t)j * n;
         a.barrier = e->d_barrier + 1 + j, a.barrier_zeroed = 1;
-        /* a queued v6 step zeroes the keys the step after it raises, as it ends (decode_tagged.cu); steps 0 and 1, and
+        /* a queued v5 step zeroes the keys the step after it raises, as it ends (decode_tagged.cu); steps 0 and 1, and
          * a step after one of another kernel, get the launcher's memset */
         const int tagged = one_row && e->path->tagged;
         a.best_zeroed = s >= 2 && e->queued_step_tagged;

@@ -130,7 +130,7 @@ const char *gpt2_decode_linear_exercise(wb_dtype dtype, const decode_linear_args
 void gpt2_decode_linear_smem_cap(size_t bytes);
 
 /* ------------------------------------------------------------------------ */
-/* v3-v6: the whole decode step in one persistent kernel                     */
+/* v3-v5: the whole decode step in one persistent kernel                     */
 /* ------------------------------------------------------------------------ */
 
 /** @brief Head size the persistent decode step is written for (every GPT-2 size has 64). */
@@ -138,14 +138,14 @@ void gpt2_decode_linear_smem_cap(size_t bytes);
 
 /** @brief One block's weights and KV cache as the persistent decode step reads them. */
 typedef struct {
-    const void *qkv_wt;     /**< [3C][C] (transposed: each output's weights contiguous; v6: ln_1's gains folded in) */
+    const void *qkv_wt;     /**< [3C][C] (transposed: each output's weights contiguous; v5: ln_1's gains folded in) */
     const void *proj_wt;    /**< [C][C] */
-    const void *fc_wt;      /**< [4C][C] (v6: ln_2's gains folded in) */
+    const void *fc_wt;      /**< [4C][C] (v5: ln_2's gains folded in) */
     const void *fcproj_wt;  /**< [C][4C] */
-    const float *qkv_b;     /**< [3C] (v6: [2][3C], the bias with ln_1's shifts folded in, then the sums of each
+    const float *qkv_b;     /**< [3C] (v5: [2][3C], the bias with ln_1's shifts folded in, then the sums of each
                                  output's folded weights) */
     const float *proj_b;    /**< [C] */
-    const float *fc_b;      /**< [4C] (v6: [2][4C], as qkv_b) */
+    const float *fc_b;      /**< [4C] (v5: [2][4C], as qkv_b) */
     const float *fcproj_b;  /**< [C] */
     const float *ln1_w;     /**< [C] */
     const float *ln1_b;     /**< [C] */
@@ -153,7 +153,7 @@ typedef struct {
     const float *ln2_b;     /**< [C] */
     void *k_pool;           /**< stage 08's K pool of this block, [num_pages][H][block_size][d] */
     void *v_pool;           /**< the same for V */
-    const void *proj_heads; /**< v6: proj_wt laid out by head, [H][C][64] (head h's 64 inputs of every output
+    const void *proj_heads; /**< v5: proj_wt laid out by head, [H][C][64] (head h's 64 inputs of every output
                                  contiguous) */
     const void *padding;    /**< unused: the table stays a multiple of 16 bytes in shared memory, where the rows
                                  after it are read 16 bytes at a time */
@@ -180,7 +180,7 @@ typedef struct {
     const float *lnf_b;        /**< final LayerNorm shift [C] */
     const int *tokens;         /**< [M] each sequence's token (unused with prev_best) */
     unsigned long long *prev_best; /**< NULL, or [M] the step before's argmax keys: the tokens are read from them on
-                                        the GPU (steps queued ahead, engine_generate). v6 zeroes them as it ends: they
+                                        the GPU (steps queued ahead, engine_generate). v5 zeroes them as it ends: they
                                         are the keys the step after writes */
     int *fed_tokens;           /**< NULL, or [M]: block 0 writes there the tokens the step was fed */
     const int *positions;      /**< [M] its position */
@@ -188,55 +188,55 @@ typedef struct {
     const int *tables;         /**< [M][max_pages] block tables */
     const int *lens;           /**< [M] context lengths, the new token included */
     int max_pages;             /**< columns of tables */
-    int block_size;            /**< tokens per page (v6: a power of 2) */
+    int block_size;            /**< tokens per page (v5: a power of 2) */
     void *x;                   /**< [M][C] the residual stream (scratch) */
     void *q;                   /**< [M][C] queries (scratch) */
-    void *att;                 /**< [M][C] attention output (scratch; v6: x + proj, fc-proj's residual) */
+    void *att;                 /**< [M][C] attention output (scratch; v5: x + proj, fc-proj's residual) */
     void *hidden;              /**< [M][4C] the MLP's hidden layer (scratch) */
     void *logits;              /**< [M][ldy] */
     int ldy;                   /**< row pitch of logits (>= V) */
-    unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them (v6: the launcher, with a
+    unsigned long long *best;  /**< [M] argmax keys (argmax_key.h); the kernel zeroes them (v5: the launcher, with a
                                     memset, unless best_zeroed) */
-    int best_zeroed;           /**< v6: best is zero already (engine_generate: the queued v6 step before zeroed it
+    int best_zeroed;           /**< v5: best is zero already (engine_generate: the queued v5 step before zeroed it
                                     as it ended) */
-    unsigned *barrier;         /**< v3-v5: one counter for the grid barriers; the launcher zeroes it, unless... */
+    unsigned *barrier;         /**< v3, v4: one counter for the grid barriers; the launcher zeroes it, unless... */
     int barrier_zeroed;        /**< ... the caller did (engine_generate: the queued steps' counters, in one memset) */
-    unsigned ring_chunks;      /**< v4-v6: the ring's capacity in 16-byte chunks (the launcher sets it) */
+    unsigned ring_chunks;      /**< v4, v5: the ring's capacity in 16-byte chunks (the launcher sets it) */
     unsigned long long *trace; /**< NULL, or [blocks][5·L + 1][4]: when each block starts each phase, ends it, has
                                     its rows ready and its dot products done (globaltimer, ns) */
-    float *att_parts;          /**< v5: the split attention's parts, decode_att_parts_floats(H) floats */
-    unsigned *tagged;          /**< v6: [DECODE_TAGGED_WORDS(L, C)] the tagged rows, zeroed once (tag 0 is never a
+    float *att_parts;          /**< v4: the split attention's parts, decode_att_parts_floats(H) floats */
+    unsigned *tagged;          /**< v5: [DECODE_TAGGED_WORDS(L, C)] the tagged rows, zeroed once (tag 0 is never a
                                     step's) */
-    long long *tagged_acc;     /**< v6: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
+    long long *tagged_acc;     /**< v5: [2][L][C] proj's sums with their counts, zeroed once: a step uses half
                                     epoch & 1 and zeroes the other half for the step after */
-    unsigned *epoch;           /**< v6: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
+    unsigned *epoch;           /**< v5: the steps so far (one counter; the step's block 0 adds 1 as it ends) */
 } decode_step_args;
 
-/** @brief v5: most blocks that share one (sequence, head) pair's attention. */
+/** @brief v4: most blocks that share one (sequence, head) pair's attention. */
 #define ATT_MAX_SPLITS 4
-/** @brief v5: most rows at which attention is split (at 5-8 the pairs already keep 60-96 blocks busy). */
+/** @brief v4: most rows at which attention is split (at 5-8 the pairs already keep 60-96 blocks busy). */
 #define ATT_SPLIT_MAX_ROWS 4
-/** @brief v5: floats of one head's part of a split: its 64 unnormalised outputs, its running max and sum, and 2 of
+/** @brief v4: floats of one head's part of a split: its 64 unnormalised outputs, its running max and sum, and 2 of
  *         padding (16-byte rows). */
 #define ATT_PART_FLOATS (DECODE_STEP_HEAD_DIM + 4)
-/** @brief v5: the floats of decode_step_args.att_parts for H heads: [rows][splits][H][ATT_PART_FLOATS]. */
+/** @brief v4: the floats of decode_step_args.att_parts for H heads: [rows][splits][H][ATT_PART_FLOATS]. */
 static inline long long decode_att_parts_floats(int H)
 {
     return (long long)ATT_SPLIT_MAX_ROWS * ATT_MAX_SPLITS * H * ATT_PART_FLOATS;
 }
 
-/** @brief v6: 1.0 in proj's fixed point (2^32). */
+/** @brief v5: 1.0 in proj's fixed point (2^32). */
 #define DECODE_PROJ_FIXED_ONE 4294967296.0f
-/** @brief v6: the most heads (fc's rows hold a part of each in registers; the sums' count has 4 bits). */
+/** @brief v5: the most heads (fc's rows hold a part of each in registers; the sums' count has 4 bits). */
 #define DECODE_MERGED_MAX_HEADS 12
 
-/** @brief v6: words of decode_step_args.tagged: x before each layer and after the last, [L + 1][C]; each layer's
+/** @brief v5: words of decode_step_args.tagged: x before each layer and after the last, [L + 1][C]; each layer's
  *         q/k/v, [L][3C]; and its hidden layer, [L][4C]. Every buffer is written once a step, so no word is written
  *         twice between two steps' reads. */
 #define DECODE_TAGGED_WORDS(L, C) ((long long)(8 * (L) + 1) * (C))
-/** @brief v6: int64 of decode_step_args.tagged_acc: two halves of [L][C]. */
+/** @brief v5: int64 of decode_step_args.tagged_acc: two halves of [L][C]. */
 #define DECODE_TAGGED_ACC(L, C) (2LL * (L) * (C))
-/** @brief v6: the largest part tagged_acc takes (2^18): a part times 2^32, shifted left past the 8 bits of the count,
+/** @brief v5: the largest part tagged_acc takes (2^18): a part times 2^32, shifted left past the 8 bits of the count,
  *         is under 2^58, and H <= 12 of them under 2^62. */
 #define DECODE_PROJ_TAGGED_PART_MOST 262144.0f
 
@@ -245,7 +245,7 @@ static inline long long decode_att_parts_floats(int H)
  *        says what it adds). For each: the dynamic shared memory one block
  *        needs for a->M rows, or 0 when it cannot take these sizes (compare
  *        with the GPU's limit); and the launch (one cooperative kernel, after
- *        a memset of its barrier counter or, in v6, of its argmax keys),
+ *        a memset of its barrier counter or, in v5, of its argmax keys),
  *        NULL or why not.
  */
 size_t gpt2_step_persistent_smem(wb_dtype dtype, const decode_step_args *a);
@@ -253,15 +253,12 @@ size_t gpt2_step_persistent_smem(wb_dtype dtype, const decode_step_args *a);
 const char *gpt2_step_persistent(wb_dtype dtype, const decode_step_args *a);
 /** @brief v4's dynamic shared memory for a->M rows (the ring's smallest size included), or 0. */
 size_t gpt2_step_ring_smem(wb_dtype dtype, const decode_step_args *a);
-/** @brief v4 (decode_ring.cu): v3 with the weights brought by the copy engine into a ring in shared memory (sm_90). */
+/** @brief v4 (decode_ring.cu): v3 with every weight, the LM head's too, brought by the copy engine into a ring in
+ *         shared memory, evict-first in L2 (sm_90). */
 const char *gpt2_step_ring(wb_dtype dtype, const decode_step_args *a);
-/** @brief v5's dynamic shared memory for a->M rows (the ring's smallest size included), or 0. */
-size_t gpt2_step_ring_head_smem(wb_dtype dtype, const decode_step_args *a);
-/** @brief v5 (decode_ring_head.cu): v4 with the LM head through the ring and the weights evict-first in L2 (sm_90). */
-const char *gpt2_step_ring_head(wb_dtype dtype, const decode_step_args *a);
-/** @brief v6's dynamic shared memory (1 row, fp16), or 0 where it cannot take the step. */
+/** @brief v5's dynamic shared memory (1 row, fp16), or 0 where it cannot take the step. */
 size_t gpt2_step_tagged_smem(wb_dtype dtype, const decode_step_args *a);
-/** @brief v6 (decode_tagged.cu): v5 at 1 row with attention and proj in one phase by head and no grid barriers, the
+/** @brief v5 (decode_tagged.cu): v4 at 1 row with attention and proj in one phase by head and no grid barriers, the
  *         rows tagged with the step (fp16, sm_90). */
 const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a);
 

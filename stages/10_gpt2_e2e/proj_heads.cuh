@@ -1,11 +1,11 @@
 /**
  * @file stages/10_gpt2_e2e/proj_heads.cuh
- * @brief v6: attention and proj in one phase, at 1 row (fp16). Each
+ * @brief v5: attention and proj in one phase, at 1 row (fp16). Each
  *        block computes one head's attention and multiplies it by its slice
  *        of proj's weights; the heads' parts of each output are added as
  *        they are stored, in 64-bit fixed point.
  *
- * In v5's step a layer is four barriers and a phase each for QKV,
+ * In v4's step a layer is four barriers and a phase each for QKV,
  * attention, proj, fc and fc-proj. But proj (x += att·W_proj) is linear in
  * the heads: att·W_proj = Σ_h att_h·W_proj[h], where att_h is head h's 64
  * outputs and W_proj[h] their 64 rows of the weights. So the block that has
@@ -94,7 +94,7 @@ static __device__ __forceinline__ void proj_head_dots(const LinearShare &p, cons
     }
 }
 
-/** @brief Why v6's kernel cannot take these arguments (one sequence of GPT-2 small's shape, fp16, sm_90, at
+/** @brief Why v5's kernel cannot take these arguments (one sequence of GPT-2 small's shape, fp16, sm_90, at
  *         least one block a head), or NULL. */
 static const char *merged_step_refused(wb_dtype dtype, const decode_step_args *a, int cc, int sms)
 {
@@ -110,7 +110,7 @@ static const char *merged_step_refused(wb_dtype dtype, const decode_step_args *a
 /** @brief The shared memory before the ring (1 row, the plan of the linears and the LM head's pieces). */
 static size_t merged_ring_offset(const decode_step_args *a, int sms)
 {
-    return step_ring_offset(2, 1, a->C, a->L, a->max_pages, sms, false, ring_plan_entries(a->L, a->V, sms, 2, 1, true));
+    return step_ring_offset(2, 1, a->C, a->L, a->max_pages, sms, false, ring_plan_entries(a->L, a->V, sms, 2, 1));
 }
 
 #endif /* STAGE10_PROJ_HEADS_CUH */

@@ -14,8 +14,8 @@
 
 /** @brief The decode variants (engine_init's variant is the index + 1), then the exercise slot's index: `--variant ex`
  *         is the decode linear alone of exercise.cu (its rows are among the linear checks and the bench's). */
-enum { N_VARIANTS = 6, EXERCISE_VARIANT = N_VARIANTS };
-/** @brief Their ids, "v1" … "v6", "ex", then NULL: decode_paths[]'s (engine.h, variants.c), for the argument parser. */
+enum { N_VARIANTS = 5, EXERCISE_VARIANT = N_VARIANTS };
+/** @brief Their ids, "v1" … "v5", "ex", then NULL: decode_paths[]'s (engine.h, variants.c), for the argument parser. */
 extern const char *variant_ids[];
 /** @brief One line each for --help: the idea, the hardware, the problems it takes. */
 extern const char *variant_help[];

@@ -1,6 +1,6 @@
 /**
  * @file stages/10_gpt2_e2e/step_launch.cuh
- * @brief The host side of the persistent decode steps (v3-v6): the
+ * @brief The host side of the persistent decode steps (v3-v5): the
  *        contract every variant checks, the launch state asked of the runtime
  *        once per kernel, the ring's size, and the cooperative launch.
  */
@@ -75,7 +75,7 @@ static auto with_step_kernel(wb_dtype dtype, int M, F f)
 }
 
 /**
- * @brief v4-v6: the ring takes the shared memory the rest of the block
+ * @brief v4, v5: the ring takes the shared memory the rest of the block
  *        leaves: from `offset` (step_ring_offset) to the GPU's limit, less
  *        the static arrays; in whole 128-byte lines when `lines` (the tensor
  *        cores' fragments keep their banks where a row wraps). Sets
@@ -98,7 +98,7 @@ static const char *size_ring(decode_step_args *args, size_t offset, size_t stati
 /**
  * @brief A cooperative launch of one instantiation: one block per SM, all
  *        resident (the grid barrier's premise: no block waits for one that
- *        never starts). Before it, the counter of v3-v5's grid barrier is
+ *        never starts). Before it, the counter of v3, v4's grid barrier is
  *        zeroed (unless the caller did: engine_generate zeroes a queue's in
  *        one memset).
  */
@@ -128,7 +128,7 @@ static const char *launch_step(Kernel kernel, StepLaunch &s, const decode_step_a
     return NULL;
 }
 
-/** @brief v4-v6's launch: the ring sized (size_ring), then launch_step. */
+/** @brief v4, v5's launch: the ring sized (size_ring), then launch_step. */
 template <typename Kernel>
 static const char *launch_ring_step(Kernel kernel, StepLaunch &s, decode_step_args args, size_t offset, unsigned largest,
                                     bool lines, const char *name)

@@ -8,8 +8,8 @@
 
 #include "engine.h"
 
-/** @brief Why v4-v6 need sm_90 (the message where the GPU lacks it). */
-#define RING_NEEDS "the weight ring (v4-v6) needs sm_90: the copy engine's bulk copies"
+/** @brief Why v4 and v5 need sm_90 (the message where the GPU lacks it). */
+#define RING_NEEDS "the weight ring (v4, v5) needs sm_90: the copy engine's bulk copies"
 
 /* The variants in teaching order: each row is what the variant adds over the one before and what its engine sets
  * up; engine_init() reads the row, the program and the bench walk the table. */
@@ -22,20 +22,16 @@ const decode_path decode_paths[N_VARIANTS] = {
     {.id = "v3", .what = "v2's step as one persistent kernel (grid barriers)",
      .help = "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences)",
      .min_cc = 75, .fused_linears = 1, .step = gpt2_step_persistent, .step_smem = gpt2_step_persistent_smem},
-    {.id = "v4", .what = "v3 + the weights by the copy engine into a ring in smem",
-     .help = "v3 + the weights brought by the copy engine into a ring in shared memory (sm_90)",
+    {.id = "v4", .what = "v3 + every weight by the copy engine into a ring in smem, evict-first in L2",
+     .help = "v3 + every weight, the LM head's too, brought by the copy engine into a ring in shared memory, "
+             "evict-first in L2; fp16 tensor cores at 4-8 sequences (sm_90)",
      .min_cc = 90, .min_cc_why = RING_NEEDS, .fused_linears = 1, .step = gpt2_step_ring,
-     .step_smem = gpt2_step_ring_smem},
-    {.id = "v5", .what = "v4 + the LM head through the ring, weights evict-first in L2",
-     .help = "v4 + the LM head through the ring, the weights evict-first in L2; fp16 tensor cores at 4-8 sequences "
-             "(sm_90)",
-     .min_cc = 90, .min_cc_why = RING_NEEDS, .fused_linears = 1, .step = gpt2_step_ring_head,
-     .step_smem = gpt2_step_ring_head_smem, .split_attention = 1},
-    {.id = "v6", .what = "v5 + attention and proj in one phase, no grid barriers: rows tagged with the step",
-     .help = "v5 + attention and proj in one phase by head, no grid barriers: each output tagged with the step, each "
-             "phase polls its rows; a batch-1 variant: steps of 2-8 sequences run v5's kernel (fp16, sm_90)",
-     .min_cc = 90, .min_cc_why = RING_NEEDS, .fp16_only = 1, .fused_linears = 1, .step = gpt2_step_ring_head,
-     .step_smem = gpt2_step_ring_head_smem, .one_row_step = gpt2_step_tagged, .one_row_smem = gpt2_step_tagged_smem,
+     .step_smem = gpt2_step_ring_smem, .split_attention = 1},
+    {.id = "v5", .what = "v4 + attention and proj in one phase, no grid barriers: rows tagged with the step",
+     .help = "v4 + attention and proj in one phase by head, no grid barriers: each output tagged with the step, each "
+             "phase polls its rows; a batch-1 variant: steps of 2-8 sequences run v4's kernel (fp16, sm_90)",
+     .min_cc = 90, .min_cc_why = RING_NEEDS, .fp16_only = 1, .fused_linears = 1, .step = gpt2_step_ring,
+     .step_smem = gpt2_step_ring_smem, .one_row_step = gpt2_step_tagged, .one_row_smem = gpt2_step_tagged_smem,
      .one_row_setup = gpt2_tagged_setup, .one_row_args = gpt2_tagged_args, .one_row_free = gpt2_tagged_free,
      .split_attention = 1, .tagged = 1},
 };

@@ -1,8 +1,8 @@
 /**
  * @file stages/10_gpt2_e2e/weight_ring.cuh
- * @brief v4-v6: a block's weights brought into a ring in its shared memory by
- *        the copy engine (sm_90), and what v5 adds to the ring that v6
- *        keeps: the LM head through it, its requests paced.
+ * @brief v4, v5: a block's weights, the LM head's included, brought into a
+ *        ring in its shared memory by the copy engine (sm_90), evict-first in
+ *        L2, its requests paced.
  *
  * v3's trace shows where a phase's time goes: not into the weights, which
  * are in flight before the barrier, but into the loads that come after them.
@@ -21,6 +21,11 @@
  * as they fit, and gives a linear's bytes back as soon as its dot products
  * are done. So the copy engine streams several phases ahead, while the
  * phases' chain of latencies runs behind it on loads that no longer queue.
+ *
+ * The copies carry an L2 policy, evict-first: a step reads each weight once,
+ * 247 MB in fp16, through an L2 of 50-60 MB that by default keeps what was
+ * touched last, the end of the LM head. What the next step reads first and
+ * again is the K/V cache: L2 replaces the weights first, and the K/V stay.
  */
 #ifndef STAGE10_WEIGHT_RING_CUH
 /** @brief Include guard. */
@@ -32,24 +37,21 @@
 /** @brief Linears a block's ring may hold at once (requested, landing or being read): one mbarrier each. */
 #define RING_LINEARS 8
 /**
- * @brief v4's producer: the thread that requests and gives back. Not thread
- *        0, which arrives at and polls the grid barrier. It requests as a
- *        linear phase's rows are ready, not at the barrier: requested right
- *        after the arrival, each phase's burst of copies (4.7 MB for fc from
- *        all blocks at once, 1.6 µs of DRAM) met the barrier's polls in L2,
- *        and the barriers after QKV, fc and fc-proj took 1.5–2.1 µs instead
- *        of 0.6–1.0 (the H100, batch 1: 326 µs a step against 298).
+ * @brief The producer, the thread that requests and gives back: lane 0 of the
+ *        last warp. Not thread 0, which arrives at and polls the grid barrier.
+ *        Its requests take a while (a proxy fence, an mbarrier, one or two
+ *        bulk copies), and the block waits for its slowest warp at the
+ *        __syncthreads after the dot products. At 1 or 2 rows warp 1 has as
+ *        many units as any (3 of QKV's 17–18), warp 7 the fewest (2; none of
+ *        proj's and fc-proj's 6), so there the requests overlap the other
+ *        warps' dot products. It requests as a linear phase's rows are ready,
+ *        not at the barrier: requested right after the arrival, each phase's
+ *        burst of copies (4.7 MB for fc from all blocks at once, 1.6 µs of
+ *        DRAM) met the barrier's polls in L2, and the barriers after QKV, fc
+ *        and fc-proj took 1.5–2.1 µs instead of 0.6–1.0 (the H100, batch 1:
+ *        326 µs a step against 298).
  */
-#define RING_PRODUCER 32
-/**
- * @brief v5, v6's producer: lane 0 of the last warp. Its requests take a
- *        while (a proxy fence, an mbarrier, one or two bulk copies), and the
- *        block waits for its slowest warp at the __syncthreads after the dot
- *        products. At 1 or 2 rows warp 1 has as many units as any (3 of
- *        QKV's 17–18), warp 7 the fewest (2; none of proj's and fc-proj's
- *        6), so there the requests overlap the other warps' dot products.
- */
-#define RING_PRODUCER_LAST_WARP (STEP_THREADS - 32)
+#define RING_PRODUCER (STEP_THREADS - 32)
 
 /** @brief WeightRing::request's default end: past every linear of the step (and the LM head's pieces). */
 #define RING_ALL_LINEARS (1 << 30)
@@ -64,7 +66,7 @@ static_assert(sizeof(RingPlan) == 16, "step_ring_offset counts 16 bytes a linear
 
 /**
  * @brief A block's ring of weights in shared memory. Linear j (the step's
- *        linears in order, four per block of the model, then v5's pieces of
+ *        linears in order, four per block of the model, then v4's pieces of
  *        the LM head) starts at chunk start[j % RING_LINEARS] and may wrap
  *        past the end; its bytes have landed when mbarrier j % RING_LINEARS
  *        completes its phase j / RING_LINEARS. head, tail, next and freed are
@@ -81,7 +83,6 @@ struct WeightRing {
     unsigned long long tail; /**< chunks given back */
     int next;                /**< the next linear to request */
     int freed;               /**< linears given back */
-    bool evict_first;        /**< v5, v6: the copies mark the weights evict-first in L2 (decode_ring_head.cu) */
     int producer;            /**< the thread that requests and gives back */
 
     /** @brief Whether this thread is the producer. */
@@ -96,34 +97,27 @@ struct WeightRing {
 #endif
     }
     /** @brief The producer: request the next linears, in order, while they fit (and an mbarrier is free), up to
-     *         linear `end` − 1 (v5's pacing in fp16; by default all of them). */
+     *         linear `end` − 1 (v4's pacing in fp16; by default all of them). */
     __device__ void request(int end = RING_ALL_LINEARS)
     {
 #if __CUDA_ARCH__ >= 900
         fence_shared_for_tma(); /* the reads of what was given back, before the copies overwrite it */
-        const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
+        const uint64_t policy = l2_policy_evict_first();
         for (; next < linears && next < end && next - freed < RING_LINEARS; ++next) {
             const unsigned n = plan[next].n, at = (unsigned)(head % chunks), first = n < chunks - at ? n : chunks - at;
             if (head + n - tail > chunks) return; /* not yet: a linear's bytes come back first */
             uint64_t *bar = bars + next % RING_LINEARS;
             start[next % RING_LINEARS] = at;
             mbar_arrive_expect_bytes(bar, n * 16);
-            if (first) copy(buf + at, plan[next].src, first * 16, bar, policy);
-            if (n > first) copy(buf, plan[next].src + first, (n - first) * 16, bar, policy); /* the part past the end */
+            if (first) bulk_load_with_policy(buf + at, plan[next].src, first * 16, bar, policy);
+            if (n > first) /* the part past the end */
+                bulk_load_with_policy(buf, plan[next].src + first, (n - first) * 16, bar, policy);
             head += n;
         }
 #else
         __trap(); /* the launcher takes the ring only on sm_90 */
 #endif
     }
-#if __CUDA_ARCH__ >= 900
-    /** @brief One bulk copy into the ring: plain (v4), or with v5, v6's evict-first policy. */
-    __device__ __forceinline__ void copy(uint4 *dst, const uint4 *src, unsigned bytes, uint64_t *bar, uint64_t policy)
-    {
-        if (evict_first) bulk_load_with_policy(dst, src, bytes, bar, policy);
-        else bulk_load(dst, src, bytes, bar);
-    }
-#endif
     /** @brief Every thread: wait until linear j's bytes have landed. */
     __device__ __forceinline__ void wait(int j) const
     {
@@ -168,13 +162,13 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
 }
 
 /* ------------------------------------------------------------------------ */
-/* v5, v6: the LM head through the ring                                      */
+/* The LM head through the ring                                             */
 /* ------------------------------------------------------------------------ */
 /*
- * The LM head is an eighth of v4's step: 77 MB of wte streamed through
- * registers from the moment its barrier opens, while the layers' weights
- * stream through the ring phases ahead and leave DRAM idle most of the time.
- * So v5 cuts each block's share of the head (about 380 outputs, 585 KB) into
+ * The LM head is an eighth of the step: streamed through registers from the
+ * moment its barrier opens (v3), its 77 MB of wte would wait for their phase
+ * while the layers' weights stream through the ring phases ahead and leave
+ * DRAM idle most of the time. So v4 cuts each block's share of the head (about 380 outputs, 585 KB) into
  * pieces (96 KB at 1 row, 48 KB from 2) and puts them in the ring's plan
  * after the last layer's linears: the producer requests them as soon as the
  * last layers give back their bytes, and the first pieces have landed before
@@ -188,7 +182,7 @@ static __device__ __forceinline__ void run_phase_ring(const LinearShare &p, cons
  *        fp16 at C = 768), 48 KB from 2 rows (32 in fp16: 4 tiles of 8 for
  *        the tensor cores, and at 8 rows the ring holds three of them beside
  *        48 KB of rows). At 1 row fewer, larger copies stream faster: on the
- *        H200 (v6) the head took 23.8-24.3 µs against 26.1 with 48 KB
+ *        H200 (v5) the head took 23.8-24.3 µs against 26.1 with 48 KB
  *        pieces, the step 188.4-189.8 against 191.6-192.4.
  */
 static __host__ __device__ __forceinline__ constexpr int head_piece_outputs(size_t elem, int rows)
@@ -202,21 +196,20 @@ static __host__ __device__ __forceinline__ int head_pieces(int outs, size_t elem
     return (outs + head_piece_outputs(elem, rows) - 1) / head_piece_outputs(elem, rows);
 }
 
-/** @brief The ring's plan: 4L linears, and (v5, v6) the pieces of one block's share of the LM head (V over blocks). */
-static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, int blocks, size_t elem, int rows,
-                                                                 bool head_ring)
+/** @brief The ring's plan: 4L linears, then the pieces of one block's share of the LM head (V over blocks). */
+static __host__ __device__ __forceinline__ int ring_plan_entries(int L, int V, int blocks, size_t elem, int rows)
 {
-    return 4 * L + (head_ring ? head_pieces((V + blocks - 1) / blocks, elem, rows) : 0);
+    return 4 * L + head_pieces((V + blocks - 1) / blocks, elem, rows);
 }
 
 /** @brief The most 16-byte chunks the ring must hold at once for a step of `a` in `dtype` over `blocks` blocks: one
- *         block's share of one linear, and with the LM head in the ring (v5, v6) room for two of its pieces. */
-static unsigned ring_largest_share(wb_dtype dtype, const decode_step_args *a, int blocks, bool head_ring)
+ *         block's share of one linear, or room for two of the LM head's pieces. */
+static unsigned ring_largest_share(wb_dtype dtype, const decode_step_args *a, int blocks)
 {
     const size_t elem = wb_dtype_bytes(dtype);
     const int C = a->C, vec = (int)(16 / elem), shapes[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}; /* (N, K) */
     const int piece = head_piece_outputs(elem, decode_rows_for(a->M));
-    unsigned most = head_ring ? (unsigned)(2 * piece) * (unsigned)(C / vec) : 0;
+    unsigned most = (unsigned)(2 * piece) * (unsigned)(C / vec);
     for (int i = 0; i < 4; ++i) {
         unsigned chunks = (unsigned)((shapes[i][0] + blocks - 1) / blocks) * (unsigned)(shapes[i][1] / vec);
         most = chunks > most ? chunks : most;
@@ -234,7 +227,7 @@ static __device__ __forceinline__ RingPlan plan_linear(const decode_step_args &a
     return {share.w, (unsigned)(share.outs * share.chunks)};
 }
 
-/** @brief v5, v6: the pieces of the block's share of the LM head into the plan after the 4L linears, by the block's
+/** @brief The pieces of the block's share of the LM head into the plan after the 4L linears, by the block's
  *         threads in turn; how many. */
 template <typename T, int ROWS>
 static __device__ int plan_head_pieces(const decode_step_args &a, const decode_layer_weights *layers, RingPlan *plan)
@@ -250,14 +243,14 @@ static __device__ int plan_head_pieces(const decode_step_args &a, const decode_l
     return pieces;
 }
 
-/** @brief v5 (fp16): the linears asked for as the step starts (the first QKV's). */
+/** @brief v4 (fp16): the linears asked for as the step starts (the first QKV's). */
 #define PACED_FIRST_LINEARS 1
-/** @brief v5 (fp16): the most linears, the current one included, asked for at a linear's rows: one block of the
+/** @brief v4 (fp16): the most linears, the current one included, asked for at a linear's rows: one block of the
  *         model (QKV, proj, fc and fc-proj). */
 #define PACED_AHEAD_LINEARS 4
 
 /**
- * @brief v5, v6 (fp16): where the producer's requests stop at linear j's
+ * @brief v4, v5 (fp16): where the producer's requests stop at linear j's
  *        rows, a phase of kind `kind`. Asking for whatever fits, as the step
  *        starts that is 8 linears, nearly two blocks of the model: 26 MB
  *        from all blocks at once, 9 µs of DRAM, and the first phase's own
