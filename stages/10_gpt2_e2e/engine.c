@@ -58,16 +58,20 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     int cc;
     wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp32: v4, split-K where the tiles fill under two waves, as at 32 rows;
-     * fp16: v7, the Hopper GEMM, on a compute capability 9.0 GPU, v6 on sm_80, v5 (WMMA) on the T4),
+     * fp16 on a compute capability 9.0 GPU: v11 for prefill's rows and v7 for a decode step's 9-64, where v11's
+     * 192-row tiles and split pieces lost (the page's ideas not kept); v6 on sm_80, v5 (WMMA) on the T4),
      * stage 05's LayerNorm v3, stage 06's best for the precision, stage 08's append v2, stage 09's v3 */
     e->linear_variant = find_variant(linear_variants, sizeof linear_variants[0], linear_variant_count,
-                                     dtype == WB_F16 ? (cc == 90 ? "v7" : cc >= 80 ? "v6" : "v5") : "v4");
+                                     dtype == WB_F16 ? (cc == 90 ? "v11" : cc >= 80 ? "v6" : "v5") : "v4");
+    e->step_linear_variant = dtype == WB_F16 && cc == 90
+                                 ? find_variant(linear_variants, sizeof linear_variants[0], linear_variant_count, "v7")
+                                 : e->linear_variant;
     e->layernorm_variant = find_variant(layernorm_variants, sizeof layernorm_variants[0], layernorm_variant_count, "v3");
     e->attention_variant = find_variant(attention_variants, sizeof attention_variants[0], attention_variant_count,
                                         dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
     e->decode_variant = find_variant(decode_variants, sizeof decode_variants[0], decode_variant_count, "v3");
     e->kv_variant = find_variant(kv_variants, sizeof kv_variants[0], kv_variant_count, "v2");
-    if (e->linear_variant < 0 || e->layernorm_variant < 0 || e->attention_variant < 0 || e->decode_variant < 0 ||
+    if (e->linear_variant < 0 || e->step_linear_variant < 0 || e->layernorm_variant < 0 || e->attention_variant < 0 || e->decode_variant < 0 ||
         e->kv_variant < 0)
         return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
@@ -164,10 +168,12 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     e->x = wb_device_alloc(R * C * es, "x");
     e->ln = wb_device_alloc(R * C * es, "ln");
     e->att = wb_device_alloc(R * C * es, "att");
-    e->tmp = wb_device_alloc(R * C * es, "tmp");
-    e->qkv = wb_device_alloc(R * 3 * C * es, "qkv");
-    e->hidden = wb_device_alloc(R * 4 * C * es, "hidden");
-    e->logits = wb_device_alloc(R * Vp * es, "logits");
+    /* the linears' outputs start zeroed: stage 04's v11 stores its tiles by TMA, which compute-sanitizer's initcheck
+     * does not count as writes */
+    e->tmp = wb_device_alloc_zeroed(R * C * es, "tmp");
+    e->qkv = wb_device_alloc_zeroed(R * 3 * C * es, "qkv");
+    e->hidden = wb_device_alloc_zeroed(R * 4 * C * es, "hidden");
+    e->logits = wb_device_alloc_zeroed(R * Vp * es, "logits");
     size_t heads = R > T ? R : T; /* equal-length prompts go to stage 06 together: [B][H][T][d] */
     e->q_heads = wb_device_alloc(heads * C * es, "q heads");
     e->k_heads = wb_device_alloc(heads * C * es, "k heads");

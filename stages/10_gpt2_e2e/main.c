@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "04_fused_gelu_linear/kernels.h" /* linear_release */
 #include "args.h"
 #include "device.h"
 #include "engine.h"
@@ -242,6 +243,7 @@ int main(int argc, char **argv)
     } else {
         ok = generate(&model, weights, tok, ids, n_ids, (int)steps, (int)batch, opt.variant, dtype_choice);
     }
+    linear_release(); /* stage 04's workspaces (its split-K partials) */
     gpt2_model_free(&model);
     tok_free(tok);
     free(ids);
