@@ -412,9 +412,9 @@ static __device__ __forceinline__ bool fp32_requests_at_attention(int attention_
  *        (read one at a time), and gives each back once its dot products are
  *        done; in fp16 its requests are paced (paced_request_end). A phase
  *        waits for its linear's mbarrier instead of for loads it issued
- *        itself. At 4-8 rows in fp16 the dot products run on
- *        tensor cores; at 1-4 rows attention is split over the idle blocks;
- *        at 5-8 the first layers' K/V stay in L2.
+ *        itself. At 4-8 rows in fp16 the dot products run on tensor cores;
+ *        at 1-4 rows attention is split over the idle blocks; at 5-8 the
+ *        first layers' K/V stay in L2.
  */
 template <typename T, int ROWS>
 __global__ void __launch_bounds__(STEP_THREADS, 1) decode_step_ring(decode_step_args a)
