@@ -327,10 +327,15 @@ struct MmaTile {
  * directly: each warp owns 64×32 of C as 4×4 tiles of 16×8 and issues 16 MMAs per
  * 16 of K. The fp32 results pass through `epi(value, column)` before they are
  * rounded to fp16. Contract: K and N multiples of 8 (16-byte rows for cp.async), sm_80+.
+ *
+ * SPLIT_K (stage 10's decode batches of 9-64 rows): block z sums only K's chunk z, of
+ * `k_chunk` (a multiple of BK), and writes its fp32 partial tile to `partials`, slice z
+ * of M·N floats, as stage 03's SGEMM does for stage 04's v4; a second pass adds them.
  */
-template <typename Cfg, typename Epilogue>
+template <typename Cfg, typename Epilogue, bool SPLIT_K = false>
 __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half *A, const __half *B, __half *C, int M,
-                                                                   int N, int K, Epilogue epi)
+                                                                   int N, int K, Epilogue epi, float *partials,
+                                                                   int k_chunk)
 {
 #if __CUDA_ARCH__ >= 800
     constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WM, WN = Cfg::WN, STAGES = Cfg::STAGES;
@@ -342,24 +347,25 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
     int t = threadIdx.x, warp = t / 32, lane = t % 32;
     int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
     int tile_row = blockIdx.y * BM, tile_col = blockIdx.x * BN;
-    int k_tiles = (K + BK - 1) / BK;
+    const int k_begin = SPLIT_K ? blockIdx.z * k_chunk : 0, k_end = SPLIT_K ? min(K, k_begin + k_chunk) : K;
+    int k_tiles = (k_end - k_begin + BK - 1) / BK;
 
     auto load_tile = [&](int kt, int stage) { /* 16-byte chunks: BM·BK/8 of A, BK·BN/8 of B */
-        int k0 = kt * BK;
+        int k0 = k_begin + kt * BK;
         __half *as = As + stage * BM * AS, *bs = Bs + stage * BK * BS;
         static_assert((BM * BK / 8) % THREADS == 0 && (BK * BN / 8) % THREADS == 0, "whole chunks per thread");
 #pragma unroll
         for (int i = 0; i < BM * BK / 8 / THREADS; ++i) { /* a compile-time count: fully unrolled */
             int c = t + i * THREADS;
             int ar = c / (BK / 8), ac = (c % (BK / 8)) * 8, gr = tile_row + ar, gc = k0 + ac;
-            bool ok = gr < M && gc < K;
+            bool ok = gr < M && gc < k_end;
             cp_async_16(as + ar * AS + ac, ok ? A + (long long)gr * K + gc : A, ok ? 16 : 0);
         }
 #pragma unroll
         for (int i = 0; i < BK * BN / 8 / THREADS; ++i) {
             int c = t + i * THREADS;
             int br = c / (BN / 8), bc = (c % (BN / 8)) * 8, gbr = k0 + br, gbc = tile_col + bc;
-            bool ok = gbr < K && gbc < N;
+            bool ok = gbr < k_end && gbc < N;
             cp_async_16(bs + br * BS + bc, ok ? B + (long long)gbr * N + gbc : B, ok ? 16 : 0);
         }
     };
@@ -397,29 +403,43 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
         }
     }
     cp_async_wait<0>();
-    /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1}.
-     * Finish every value first (no store in between: each column's bias is read once), then store. */
+    if constexpr (SPLIT_K) { /* the raw fp32 sums of this chunk of K: a second pass adds the chunks, then the epilogue */
+        float *part = partials + (long long)blockIdx.z * M * N;
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-        int c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
-        if (c < N) /* N is a multiple of 8: so is c + 1 < N */
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[i][j][e] = epi(acc[i][j][e], c + (e & 1));
-    }
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
+            for (int j = 0; j < NT; ++j) {
+                int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
+                if (c >= N) continue;
+                if (r < M) *reinterpret_cast<float2 *>(part + (long long)r * N + c) = make_float2(acc[i][j][0], acc[i][j][1]);
+                if (r + 8 < M)
+                    *reinterpret_cast<float2 *>(part + (long long)(r + 8) * N + c) = make_float2(acc[i][j][2], acc[i][j][3]);
+            }
+    } else {
+        /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1}.
+         * Finish every value first (no store in between: each column's bias is read once), then store. */
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-            int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
-            if (c >= N) continue;
-            if (r < M)
-                *reinterpret_cast<__half2 *>(C + (long long)r * N + c) = __floats2half2_rn(acc[i][j][0], acc[i][j][1]);
-            if (r + 8 < M)
-                *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) =
-                    __floats2half2_rn(acc[i][j][2], acc[i][j][3]);
+            int c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
+            if (c < N) /* N is a multiple of 8: so is c + 1 < N */
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][j][e] = epi(acc[i][j][e], c + (e & 1));
         }
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
+                if (c >= N) continue;
+                if (r < M)
+                    *reinterpret_cast<__half2 *>(C + (long long)r * N + c) = __floats2half2_rn(acc[i][j][0], acc[i][j][1]);
+                if (r + 8 < M)
+                    *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) =
+                        __floats2half2_rn(acc[i][j][2], acc[i][j][3]);
+            }
+    }
 #endif
 }
 
@@ -442,7 +462,7 @@ static const char *launch_hgemm_mma(const __half *A, const __half *B, __half *C,
         configured = true;
     }
     dim3 grid((N + Cfg::BN - 1) / Cfg::BN, (M + Cfg::BM - 1) / Cfg::BM);
-    hgemm_mma_pipeline<Cfg><<<grid, Cfg::THREADS, Cfg::SMEM_BYTES>>>(A, B, C, M, N, K, epi);
+    hgemm_mma_pipeline<Cfg><<<grid, Cfg::THREADS, Cfg::SMEM_BYTES>>>(A, B, C, M, N, K, epi, nullptr, 0);
     WB_CHECK_LAUNCH("hgemm_mma_pipeline");
     return NULL;
 }

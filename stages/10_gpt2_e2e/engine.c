@@ -58,20 +58,18 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     int cc;
     wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp32: v4, split-K where the tiles fill under two waves, as at 32 rows;
-     * fp16 on a compute capability 9.0 GPU: v11 for prefill's rows and v7 for a decode step's 9-64, where v11's
-     * 192-row tiles and split pieces lost (the page's ideas not kept); v6 on sm_80, v5 (WMMA) on the T4),
-     * stage 05's LayerNorm v3, stage 06's best for the precision, stage 08's append v2, stage 09's v3 */
+     * fp16: v11 on a compute capability 9.0 GPU, v6 on sm_80, v5 (WMMA) on the T4; in fp16 from sm_80 a decode batch
+     * of 9-64 rows takes this stage's skinny linear instead), stage 05's LayerNorm v3, stage 06's best for the
+     * precision, stage 08's append v2, stage 09's v3 */
     e->linear_variant = find_variant(linear_variants, sizeof linear_variants[0], linear_variant_count,
                                      dtype == WB_F16 ? (cc == 90 ? "v11" : cc >= 80 ? "v6" : "v5") : "v4");
-    e->step_linear_variant = dtype == WB_F16 && cc == 90
-                                 ? find_variant(linear_variants, sizeof linear_variants[0], linear_variant_count, "v7")
-                                 : e->linear_variant;
+    e->skinny_linear = dtype == WB_F16 && cc >= 80;
     e->layernorm_variant = find_variant(layernorm_variants, sizeof layernorm_variants[0], layernorm_variant_count, "v3");
     e->attention_variant = find_variant(attention_variants, sizeof attention_variants[0], attention_variant_count,
                                         dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
     e->decode_variant = find_variant(decode_variants, sizeof decode_variants[0], decode_variant_count, "v3");
     e->kv_variant = find_variant(kv_variants, sizeof kv_variants[0], kv_variant_count, "v2");
-    if (e->linear_variant < 0 || e->step_linear_variant < 0 || e->layernorm_variant < 0 || e->attention_variant < 0 || e->decode_variant < 0 ||
+    if (e->linear_variant < 0 || e->layernorm_variant < 0 || e->attention_variant < 0 || e->decode_variant < 0 ||
         e->kv_variant < 0)
         return "a kernel variant is missing from an earlier stage";
     if (max_seqs > 64) return "at most 64 sequences at once";
@@ -186,6 +184,10 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     const int shapes[][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}, {Vp, C}}; /* N, K of every linear */
     for (int i = 0; i < 5; ++i) {
         size_t f = gpt2_small_m_workspace_floats(shapes[i][0], shapes[i][1]);
+        if (e->skinny_linear) { /* the batch linear's partials share the buffer */
+            size_t g = gpt2_skinny_workspace_floats(shapes[i][0], shapes[i][1]);
+            f = g > f ? g : f;
+        }
         e->small_m_floats = f > e->small_m_floats ? f : e->small_m_floats;
     }
     e->small_m_workspace = wb_device_alloc(e->small_m_floats * 4, "small-M workspace");

@@ -19,8 +19,8 @@
 
 /** With profiling on: wait for the GPU and charge the time since the last mark to `bucket`. */
 void engine_charge(gpt2_engine *e, double *bucket, double *mark);
-/** Y = X·W + b (and GELU) for M rows: this stage's small-M kernel up to 8 rows, stage 04's linear above (a decode
- *  step's: step_linear_variant; prefill's: linear_variant). */
+/** Y = X·W + b (and GELU) for M rows: this stage's small-M kernel up to 8 rows, its skinny linear up to 64 (fp16,
+ *  sm_80+), stage 04's linear above. */
 const char *engine_linear(gpt2_engine *e, const void *X, const void *W, const float *b, void *Y, int M, int N, int K,
                           gelu_kind g);
 /** Stage 05's LayerNorm of `rows` rows of x into y. */

@@ -3,11 +3,12 @@
  * @brief v1's own kernels (see kernels.h): the glue between the earlier
  *        stages' kernels (simple, memory-bound, one thread per element; a
  *        small fraction of a forward pass, the page measures it) and the
- *        decode-time linear of a few rows.
+ *        decode-time linears of a few rows (1-8) and of a batch (9-64).
  */
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "03_gemm/gemm_tiles.cuh" /* hgemm_mma_pipeline, MmaTile: stage 03's v9, the skinny linear's GEMM */
 #include "argmax_key.h"
 #include "cuda_check.h"
 #include "device.h" /* wb_current_gpu */
@@ -240,3 +241,60 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
     });
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* Linear layers of a decode batch: 9-64 rows, fp16                          */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @brief Stage 03's v9 (mma.sync fed by ldmatrix, a 3-stage cp.async pipeline) in a 64×64 tile of four 32×32
+ *        warps: one tile holds a whole batch of up to 64 rows. Stage 04's GEMMs tile 128 or 192 rows, so at 64 rows
+ *        a layer is N/128 blocks or fewer (6 for proj) on 132 SMs, each streaming its columns of W over all of K.
+ */
+using SkinnyTile = MmaTile<64, 64, 64, 32, 32, 3>;
+/** @brief Most rows the skinny linear takes: its tile's. */
+#define SKINNY_ROWS 64
+
+/** @brief Chunks of K for a layer of N outputs: about two blocks an SM over the N/64 tiles, each chunk whole tiles
+ *         of 64; *k_chunk gets a chunk's length. */
+static int skinny_splits(int N, int K, int sms, int *k_chunk)
+{
+    const int tiles = (N + SkinnyTile::BN - 1) / SkinnyTile::BN, k_tiles = (K + SkinnyTile::BK - 1) / SkinnyTile::BK;
+    int splits = 2 * sms / tiles;
+    splits = splits < 1 ? 1 : splits > k_tiles ? k_tiles : splits;
+    *k_chunk = (k_tiles + splits - 1) / splits * SkinnyTile::BK;
+    return (K + *k_chunk - 1) / *k_chunk;
+}
+
+size_t gpt2_skinny_workspace_floats(int N, int K)
+{
+    int sms, k_chunk;
+    wb_current_gpu(NULL, &sms);
+    return (size_t)skinny_splits(N, K, sms, &k_chunk) * SKINNY_ROWS * N;
+}
+
+const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, void *Y, int M, int N, int K, int gelu,
+                               float *workspace, size_t workspace_floats)
+{
+    int cc, sms, k_chunk;
+    wb_current_gpu(&cc, &sms);
+    if (cc < 80) return "skinny linear: needs sm_80 (mma.sync m16n8k16, cp.async)";
+    if (M < 1 || M > SKINNY_ROWS) return "skinny linear: needs 1 <= M <= 64";
+    if (K % 8 || N % 8) return "skinny linear: needs K and N multiples of 8 (16-byte rows for cp.async)";
+    if ((((uintptr_t)X | (uintptr_t)W) & 15u) != 0) return "skinny linear: needs 16-byte aligned X and W";
+    const int splits = skinny_splits(N, K, sms, &k_chunk);
+    if ((size_t)splits * M * N > workspace_floats) return "skinny linear: workspace too small";
+    auto kernel = hgemm_mma_pipeline<SkinnyTile, GemmIdentity, true>;
+    static bool configured = false; /* more than 48 KB of dynamic shared memory is asked for once */
+    if (!configured) {
+        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SkinnyTile::SMEM_BYTES));
+        configured = true;
+    }
+    /* each (tile, chunk) block leaves its fp32 partial; small_m_finish adds the chunks, the bias and GELU */
+    kernel<<<dim3((N + SkinnyTile::BN - 1) / SkinnyTile::BN, 1, splits), SkinnyTile::THREADS, SkinnyTile::SMEM_BYTES>>>(
+        (const __half *)X, (const __half *)W, (__half *)Y, M, N, K, GemmIdentity(), workspace, k_chunk);
+    WB_CHECK_LAUNCH("hgemm_mma_pipeline (K split)");
+    small_m_finish<__half><<<blocks_for((long long)M * N), 256>>>(workspace, bias, (__half *)Y, M, N, splits, gelu);
+    WB_CHECK_LAUNCH("small_m_finish");
+    return NULL;
+}

@@ -72,6 +72,17 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
 /** @brief Scratch gpt2_linear_small_m needs for an N-column layer, in floats. */
 size_t gpt2_small_m_workspace_floats(int N, int K);
 
+/**
+ * @brief Y = act(X·W + bias) for a decode batch of 9-64 rows, fp16 (sm_80+): stage 03's v9 GEMM in a 64×64 tile
+ *        that holds the whole batch, K split over blocks until about two run per SM, then the small-M linear's
+ *        second pass. Arguments as gpt2_linear_small_m's; 1 <= M <= 64, K and N multiples of 8.
+ */
+const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, void *Y, int M, int N, int K, int gelu,
+                               float *workspace, size_t workspace_floats);
+
+/** @brief Scratch gpt2_linear_skinny needs for an N-column layer at 64 rows, in floats. */
+size_t gpt2_skinny_workspace_floats(int N, int K);
+
 /* ------------------------------------------------------------------------ */
 /* v2: the fused decode step (decode_fused.cu)                               */
 /* ------------------------------------------------------------------------ */
