@@ -403,21 +403,9 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
         }
     }
     cp_async_wait<0>();
-    if constexpr (SPLIT_K) { /* the raw fp32 sums of this chunk of K: a second pass adds the chunks, then the epilogue */
-        float *part = partials + (long long)blockIdx.z * M * N;
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
-                if (c >= N) continue;
-                if (r < M) *reinterpret_cast<float2 *>(part + (long long)r * N + c) = make_float2(acc[i][j][0], acc[i][j][1]);
-                if (r + 8 < M)
-                    *reinterpret_cast<float2 *>(part + (long long)(r + 8) * N + c) = make_float2(acc[i][j][2], acc[i][j][3]);
-            }
-    } else {
-        /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1}.
-         * Finish every value first (no store in between: each column's bias is read once), then store. */
+    /* accumulator layout of m16n8: lane holds rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1}.
+     * Finish every value first (no store in between: each column's bias is read once), then store. */
+    if constexpr (!SPLIT_K) {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
             int c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
@@ -427,19 +415,24 @@ __global__ void __launch_bounds__(Cfg::THREADS) hgemm_mma_pipeline(const __half 
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[i][j][e] = epi(acc[i][j][e], c + (e & 1));
         }
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
-                if (c >= N) continue;
-                if (r < M)
-                    *reinterpret_cast<__half2 *>(C + (long long)r * N + c) = __floats2half2_rn(acc[i][j][0], acc[i][j][1]);
-                if (r + 8 < M)
-                    *reinterpret_cast<__half2 *>(C + (long long)(r + 8) * N + c) =
-                        __floats2half2_rn(acc[i][j][2], acc[i][j][3]);
-            }
     }
+    /* two columns of a row: rounded to fp16 into C, or (SPLIT_K) this chunk's raw fp32 sums into its slice of
+     * `partials`, for the second pass that adds the chunks and then applies the epilogue */
+    auto store2 = [&](int r, int c, float x, float y) {
+        if constexpr (SPLIT_K)
+            *reinterpret_cast<float2 *>(partials + ((long long)blockIdx.z * M + r) * N + c) = make_float2(x, y);
+        else
+            *reinterpret_cast<__half2 *>(C + (long long)r * N + c) = __floats2half2_rn(x, y);
+    };
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            int r = tile_row + warp_m * WM + i * 16 + lane / 4, c = tile_col + warp_n * WN + j * 8 + (lane % 4) * 2;
+            if (c >= N) continue;
+            if (r < M) store2(r, c, acc[i][j][0], acc[i][j][1]);
+            if (r + 8 < M) store2(r + 8, c, acc[i][j][2], acc[i][j][3]);
+        }
 #endif
 }
 
