@@ -241,7 +241,6 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
     });
 }
 
-
 /* ------------------------------------------------------------------------ */
 /* Linear layers of a decode batch: 9-64 rows, fp16                          */
 /* ------------------------------------------------------------------------ */
