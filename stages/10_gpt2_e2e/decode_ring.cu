@@ -311,19 +311,6 @@ static __device__ void stage_attention_rows(const decode_step_args &a, T *rows, 
     __syncthreads();
 }
 
-/** @brief load_fresh with an L2 cache policy for the line (the K and V past the kept layers: evict-first; sm_80). */
-static __device__ __forceinline__ uint4 load_fresh_with_policy(const void *p, uint64_t policy)
-{
-#if __CUDA_ARCH__ >= 800
-    uint4 v;
-    asm("ld.global.cg.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(policy));
-    return v;
-#else
-    return load_fresh(p);
-#endif
-}
 
 /**
  * @brief v4's attention phase: v3's, with each pair's context in `splits`
@@ -344,8 +331,8 @@ static __device__ void attention_phase_split(const decode_step_args &a, const St
 #else
     const uint64_t kv_policy = 0;
 #endif
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % W::CHUNKS, sub = lane / W::CHUNKS;
-    const int H = a.H, C = a.C, bs = a.block_size, S = SPLIT ? splits : 1;
+    const int warp = threadIdx.x / 32, c = threadIdx.x % 32 % W::CHUNKS;
+    const int H = a.H, C = a.C, S = SPLIT ? splits : 1;
     for (int item = blockIdx.x; item < a.M * H * S; item += gridDim.x) {
         /* item = split·pairs + pair; split s reads tokens [s·len/S, (s+1)·len/S) */
         const int pair = SPLIT ? item % (a.M * H) : item, split = SPLIT ? item / (a.M * H) : 0;
@@ -356,19 +343,7 @@ static __device__ void attention_phase_split(const decode_step_args &a, const St
         w.start(load_fresh((const T *)a.q + (long long)m * C + h * W::D + c * W::EP));
         for (int t0 = first + warp * W::TILE; t0 < len; t0 += STEP_WARPS * W::TILE) {
             uint4 kr[STEP_ATT_PASSES], vr[STEP_ATT_PASSES];
-#pragma unroll
-            for (int p = 0; p < STEP_ATT_PASSES; ++p) {
-                const int t = t0 + p * W::TPP + sub;
-                kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
-                if (t < len) {
-                    const long long off = kv_row(table, t, H, h, bs) + c * W::EP;
-                    if (kv_evict_first)
-                        kr[p] = load_fresh_with_policy(k_pool + off, kv_policy),
-                        vr[p] = load_fresh_with_policy(v_pool + off, kv_policy);
-                    else
-                        kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
-                }
-            }
+            load_kv_tile(kr, vr, k_pool, v_pool, table, t0, len, H, h, a.block_size, kv_evict_first, kv_policy);
             w.tile(kr, vr, t0, len);
         }
         w.finish([&](int k, float o, float M, float L) {

@@ -290,6 +290,20 @@ static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const
 /** @brief 16 bytes of a row written in this step: through L2, never a stale L1 line. */
 static __device__ __forceinline__ uint4 load_fresh(const void *p) { return __ldcg(reinterpret_cast<const uint4 *>(p)); }
 
+/** @brief load_fresh with an L2 cache policy for the line (v4: the K and V past the kept layers, evict-first; sm_80). */
+static __device__ __forceinline__ uint4 load_fresh_with_policy(const void *p, uint64_t policy)
+{
+#if __CUDA_ARCH__ >= 800
+    uint4 v;
+    asm("ld.global.cg.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p), "l"(policy));
+    return v;
+#else
+    return load_fresh(p);
+#endif
+}
+
 /**
  * @brief The phase's input rows, after the barrier: M rows of K from `src`
  *        (written by the phase before) into shared memory, rows M..ROWS−1
@@ -719,11 +733,13 @@ static __device__ __forceinline__ long long kv_row(const int *table, int t, int 
 }
 
 /** @brief One tile's K and V rows for this lane: pass p's token t0 + p·TPP + lane / CHUNKS, its chunk lane % CHUNKS,
- *         every load issued before any is used (zeros past len: no memory access). */
+ *         every load issued before any is used (zeros past len: no memory access); with `evict_first`, read with
+ *         L2 policy `policy` (v4 at 5-8 rows). */
 template <typename T>
 static __device__ __forceinline__ void load_kv_tile(uint4 (&kr)[STEP_ATT_PASSES], uint4 (&vr)[STEP_ATT_PASSES],
                                                     const T *k_pool, const T *v_pool, const int *table, int t0,
-                                                    int len, int H, int h, int bs)
+                                                    int len, int H, int h, int bs, bool evict_first = false,
+                                                    uint64_t policy = 0)
 {
     using W = AttentionWarp<T>;
     const int c = threadIdx.x % 32 % W::CHUNKS, sub = threadIdx.x % 32 / W::CHUNKS;
@@ -733,7 +749,10 @@ static __device__ __forceinline__ void load_kv_tile(uint4 (&kr)[STEP_ATT_PASSES]
         kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
         if (t < len) {
             const long long off = kv_row(table, t, H, h, bs) + c * W::EP;
-            kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
+            if (evict_first)
+                kr[p] = load_fresh_with_policy(k_pool + off, policy), vr[p] = load_fresh_with_policy(v_pool + off, policy);
+            else
+                kr[p] = load_fresh(k_pool + off), vr[p] = load_fresh(v_pool + off);
         }
     }
 }

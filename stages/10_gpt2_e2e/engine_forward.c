@@ -46,7 +46,7 @@ const char *engine_linear(gpt2_engine *e, const void *X, const void *W, const fl
     if (M <= 8) /* a decode step: this stage's small-M kernel streams W instead of tiling it */
         return gpt2_linear_small_m(e->dtype, X, W, b, Y, M, N, K, g == GELU_TANH, e->small_m_workspace,
                                    e->small_m_floats);
-    if (e->skinny_linear && M <= 64) /* a decode batch: stage 03's GEMM in a tile of 64 rows, K split */
+    if (e->skinny_linear && M <= SKINNY_MAX_ROWS) /* a decode batch: stage 03's GEMM in a tile of 64 rows, K split */
         return gpt2_linear_skinny(X, W, b, Y, M, N, K, g == GELU_TANH, e->small_m_workspace, e->small_m_floats);
     linear_args a = {X, W, b, Y, M, N, K, g};
     return linear_variants[e->linear_variant].launch(&a);

@@ -250,9 +250,7 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
  *        warps: one tile holds a whole batch of up to 64 rows. Stage 04's GEMMs tile 128 or 192 rows, so at 64 rows
  *        a layer is N/128 blocks or fewer (6 for proj) on 132 SMs, each streaming its columns of W over all of K.
  */
-using SkinnyTile = MmaTile<64, 64, 64, 32, 32, 3>;
-/** @brief Most rows the skinny linear takes: its tile's. */
-#define SKINNY_ROWS 64
+using SkinnyTile = MmaTile<SKINNY_MAX_ROWS, 64, 64, 32, 32, 3>;
 
 /** @brief Chunks of K for a layer of N outputs: about two blocks an SM over the N/64 tiles, each chunk whole tiles
  *         of 64; *k_chunk gets a chunk's length. */
@@ -269,7 +267,7 @@ size_t gpt2_skinny_workspace_floats(int N, int K)
 {
     int sms, k_chunk;
     wb_current_gpu(NULL, &sms);
-    return (size_t)skinny_splits(N, K, sms, &k_chunk) * SKINNY_ROWS * N;
+    return (size_t)skinny_splits(N, K, sms, &k_chunk) * SKINNY_MAX_ROWS * N;
 }
 
 const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, void *Y, int M, int N, int K, int gelu,
@@ -278,7 +276,7 @@ const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, 
     int cc, sms, k_chunk;
     wb_current_gpu(&cc, &sms);
     if (cc < 80) return "skinny linear: needs sm_80 (mma.sync m16n8k16, cp.async)";
-    if (M < 1 || M > SKINNY_ROWS) return "skinny linear: needs 1 <= M <= 64";
+    if (M < 1 || M > SKINNY_MAX_ROWS) return "skinny linear: needs 1 <= M <= 64";
     if (K % 8 || N % 8) return "skinny linear: needs K and N multiples of 8 (16-byte rows for cp.async)";
     if ((((uintptr_t)X | (uintptr_t)W) & 15u) != 0) return "skinny linear: needs 16-byte aligned X and W";
     const int splits = skinny_splits(N, K, sms, &k_chunk);

@@ -72,6 +72,9 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
 /** @brief Scratch gpt2_linear_small_m needs for an N-column layer, in floats. */
 size_t gpt2_small_m_workspace_floats(int N, int K);
 
+/** @brief Most rows the skinny linear takes: one 64-row tile holds them. */
+#define SKINNY_MAX_ROWS 64
+
 /**
  * @brief Y = act(X·W + bias) for a decode batch of 9-64 rows, fp16 (sm_80+): stage 03's v9 GEMM in a 64×64 tile
  *        that holds the whole batch, K split over blocks until about two run per SM, then the small-M linear's
