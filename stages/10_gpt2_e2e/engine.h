@@ -177,8 +177,8 @@ typedef struct gpt2_engine {
     engine_profile *profile;  /**< when not NULL: synchronise after each kind of kernel and add its time */
     int use_graphs;           /**< 1 (default): a decode step replays a CUDA graph of its kernels */
     const decode_path *path;  /**< the decode variant (engine_init): a row of decode_paths[] */
-    int fused_decode;         /**< v2-v5: decode steps of up to DECODE_MAX_ROWS sequences that no persistent kernel
-                                   takes run v2's fused kernels */
+    int fused_decode;         /**< v2-v5: decode steps that no persistent kernel takes run v2's fused kernels (up to
+                                   DECODE_MAX_ROWS sequences; up to 64 with skinny_linear) */
     int dependent_launch;     /**< v2 on sm_90: its kernels start as programmatic dependents of the one before */
     void **qkv_wt;            /**< v2-v5, per layer: qkv_w transposed, [3C][C] (each output's weights contiguous) */
     void **proj_wt;           /**< v2-v5, per layer: [C][C] */
@@ -276,9 +276,9 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
  *         shared memory; otherwise v2's kernels take it). */
 int engine_persistent_step(const gpt2_engine *e, int n);
 
-/** @brief The variant whose kernels run a decode step of n sequences on this engine: its own, or v1's (over 8
- *         sequences), v2's (rows a persistent step cannot hold), v4's (v5's steps of 2-8 sequences). A row of a table
- *         names the kernel that ran. */
+/** @brief The variant whose kernels run a decode step of n sequences on this engine: its own, or v1's (v2-v5 over 8
+ *         sequences where the skinny linear does not run: fp32, or before sm_80), v2's (rows a persistent step cannot
+ *         hold), v4's (v5's steps of 2-8 sequences). A row of a table names the kernel that ran. */
 const decode_path *engine_step_path(const gpt2_engine *e, int n);
 
 /** @brief End a sequence: its pages go back to the pool. */

@@ -33,8 +33,12 @@
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n);
 
-/** Whether a decode step of n sequences takes v2's fused kernels (else v1's). */
-static int fused_step(const gpt2_engine *e, int n) { return e->fused_decode && n <= DECODE_MAX_ROWS; }
+/** Whether a decode step of n sequences takes v2's fused kernels (else v1's): up to 8 rows, and in fp16 on sm_80+
+ *  up to 64 (the skinny linear with v2's epilogues). */
+static int fused_step(const gpt2_engine *e, int n)
+{
+    return e->fused_decode && (n <= DECODE_MAX_ROWS || (e->skinny_linear && n <= SKINNY_MAX_ROWS));
+}
 
 /** Stage 09's attention of layer l for the n sequences of a decode step: q_rows against the paged cache, into att. */
 static const char *decode_attention(gpt2_engine *e, int n, int l)
@@ -144,50 +148,65 @@ static const char *decode_kernels(gpt2_engine *e, int n)
 }
 
 /**
- * v2's decode step for n <= DECODE_MAX_ROWS sequences: per block, the QKV
- * linear with LayerNorm before it and the K/V append after it, stage 09's
- * attention, and three more linears with their LayerNorm, bias, GELU and
- * residual add fused in; then the LM head with the final LayerNorm and the
- * argmax fused in (its keys start at zero: the memset). On sm_90 each linear
- * starts as a programmatic dependent of the kernel before it: its first
- * weights stream while that kernel finishes.
+ * v2's decode step: per block, the QKV linear with LayerNorm before it and
+ * the K/V append after it, stage 09's attention, and three more linears with
+ * their LayerNorm, bias, GELU and residual add fused in; then the LM head with
+ * the final LayerNorm and the argmax fused in (its keys start at zero: the
+ * memset). On sm_90 each linear starts as a programmatic dependent of the
+ * kernel before it: its first weights stream while that kernel finishes.
+ * Past 8 rows (`batch`) each linear is the skinny linear and its second pass,
+ * and a LayerNorm is the end of the residual add before it (ln_next): the
+ * linears after it read the normalised rows from e->ln.
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
     const gpt2_config *c = &e->cfg;
-    int C = c->C, H = c->n_head;
+    int C = c->C, H = c->n_head, L = c->n_layer, batch = n > DECODE_MAX_ROWS;
+    float *ws = e->small_m_workspace;
+    size_t wsf = e->small_m_floats;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
     WB_CUDA_CHECK(cudaMemsetAsync(e->d_best, 0, (size_t)n * sizeof(unsigned long long), cudaStreamPerThread));
     TRY(gpt2_embed(e->dtype, e->step_d.tokens, e->step_d.positions, e->wte, e->wpe, e->x, n, C));
+    if (batch) TRY(engine_layernorm(e, e->x, e->ln1_w[0], e->ln1_b[0], e->ln, n));
     engine_charge(e, &p->other, &mark);
-    for (int l = 0; l < c->n_layer; ++l) {
-        decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = e->x, .ln_w = e->ln1_w[l], .ln_b = e->ln1_b[l],
-                                  .w_t = e->qkv_wt[l], .bias = e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C,
-                                  .K = C, .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->step_d.slots,
-                                  .H = H, .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch};
+    for (int l = 0; l < L; ++l) {
+        const float *next_w = l + 1 < L ? e->ln1_w[l + 1] : e->lnf_w, *next_b = l + 1 < L ? e->ln1_b[l + 1] : e->lnf_b;
+        decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = batch ? e->ln : e->x,
+                                  .ln_w = batch ? NULL : e->ln1_w[l], .ln_b = e->ln1_b[l], .w_t = e->qkv_wt[l],
+                                  .bias = e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C, .K = C,
+                                  .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->step_d.slots, .H = H,
+                                  .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch,
+                                  .w = e->qkv_w[l], .partials = ws, .partials_floats = wsf};
         TRY(gpt2_decode_linear(e->dtype, &qkv));
         engine_charge(e, &p->linear, &mark);
         TRY(decode_attention(e, n, l));
         engine_charge(e, &p->attention, &mark);
         decode_linear_args proj = {.epilogue = DECODE_RESIDUAL, .x = e->att, .w_t = e->proj_wt[l],
                                    .bias = e->proj_b[l], .y = e->x, .M = n, .N = C, .K = C,
-                                   .dependent_launch = e->dependent_launch};
-        decode_linear_args fc = {.epilogue = DECODE_GELU, .x = e->x, .ln_w = e->ln2_w[l], .ln_b = e->ln2_b[l],
-                                 .w_t = e->fc_wt[l], .bias = e->fc_b[l], .y = e->hidden, .M = n, .N = 4 * C, .K = C,
-                                 .dependent_launch = e->dependent_launch};
+                                   .dependent_launch = e->dependent_launch, .w = e->proj_w[l], .partials = ws,
+                                   .partials_floats = wsf, .ln_next_w = e->ln2_w[l], .ln_next_b = e->ln2_b[l],
+                                   .ln_next = batch ? e->ln : NULL};
+        decode_linear_args fc = {.epilogue = DECODE_GELU, .x = batch ? e->ln : e->x, .ln_w = batch ? NULL : e->ln2_w[l],
+                                 .ln_b = e->ln2_b[l], .w_t = e->fc_wt[l], .bias = e->fc_b[l], .y = e->hidden, .M = n,
+                                 .N = 4 * C, .K = C, .dependent_launch = e->dependent_launch, .w = e->fc_w[l],
+                                 .partials = ws, .partials_floats = wsf};
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
                                      .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
-                                     .dependent_launch = e->dependent_launch};
+                                     .dependent_launch = e->dependent_launch, .w = e->fcproj_w[l], .partials = ws,
+                                     .partials_floats = wsf, .ln_next_w = next_w, .ln_next_b = next_b,
+                                     .ln_next = batch ? e->ln : NULL};
         TRY(gpt2_decode_linear(e->dtype, &proj));
         TRY(gpt2_decode_linear(e->dtype, &fc));
         TRY(gpt2_decode_linear(e->dtype, &fcproj));
         engine_charge(e, &p->linear, &mark);
     }
-    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous */
-    decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = e->x, .ln_w = e->lnf_w, .ln_b = e->lnf_b,
-                               .w_t = e->wte, .y = e->logits, .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C,
-                               .best = e->d_best, .dependent_launch = e->dependent_launch};
+    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (past 8 rows: wte_t) */
+    decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = batch ? e->ln : e->x,
+                               .ln_w = batch ? NULL : e->lnf_w, .ln_b = e->lnf_b, .w_t = e->wte, .y = e->logits,
+                               .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C, .best = e->d_best,
+                               .dependent_launch = e->dependent_launch, .w = e->wte_t, .partials = ws,
+                               .partials_floats = wsf};
     TRY(gpt2_decode_linear(e->dtype, &head));
     engine_charge(e, &p->lm_head, &mark);
     return NULL;
@@ -288,7 +307,7 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
         WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
     }
     if (fused_step(e, n)) { /* v2-v5's LM head leaves an argmax key per sequence */
-        unsigned long long keys[DECODE_MAX_ROWS];
+        unsigned long long keys[SKINNY_MAX_ROWS];
         WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);
     } else {

@@ -270,8 +270,8 @@ size_t gpt2_skinny_workspace_floats(int N, int K)
     return (size_t)skinny_splits(N, K, sms, &k_chunk) * SKINNY_MAX_ROWS * N;
 }
 
-const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, void *Y, int M, int N, int K, int gelu,
-                               float *workspace, size_t workspace_floats)
+const char *gpt2_skinny_partials(const void *X, const void *W, int M, int N, int K, float *workspace,
+                                 size_t workspace_floats, int *splits)
 {
     int cc, sms, k_chunk;
     wb_current_gpu(&cc, &sms);
@@ -279,18 +279,28 @@ const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, 
     if (M < 1 || M > SKINNY_MAX_ROWS) return "skinny linear: needs 1 <= M <= 64";
     if (K % 8 || N % 8) return "skinny linear: needs K and N multiples of 8 (16-byte rows for cp.async)";
     if ((((uintptr_t)X | (uintptr_t)W) & 15u) != 0) return "skinny linear: needs 16-byte aligned X and W";
-    const int splits = skinny_splits(N, K, sms, &k_chunk);
-    if ((size_t)splits * M * N > workspace_floats) return "skinny linear: workspace too small";
+    *splits = skinny_splits(N, K, sms, &k_chunk);
+    if ((size_t)*splits * M * N > workspace_floats) return "skinny linear: workspace too small";
     auto kernel = hgemm_mma_pipeline<SkinnyTile, GemmIdentity, true>;
     static bool configured = false; /* more than 48 KB of dynamic shared memory is asked for once */
     if (!configured) {
         WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SkinnyTile::SMEM_BYTES));
         configured = true;
     }
-    /* each (tile, chunk) block leaves its fp32 partial; small_m_finish adds the chunks, the bias and GELU */
-    kernel<<<dim3((N + SkinnyTile::BN - 1) / SkinnyTile::BN, 1, splits), SkinnyTile::THREADS, SkinnyTile::SMEM_BYTES>>>(
-        (const __half *)X, (const __half *)W, (__half *)Y, M, N, K, GemmIdentity(), workspace, k_chunk);
+    /* each (tile, chunk) block leaves its fp32 partial sums: [splits][M][N] */
+    kernel<<<dim3((N + SkinnyTile::BN - 1) / SkinnyTile::BN, 1, *splits), SkinnyTile::THREADS, SkinnyTile::SMEM_BYTES>>>(
+        (const __half *)X, (const __half *)W, NULL, M, N, K, GemmIdentity(), workspace, k_chunk);
     WB_CHECK_LAUNCH("hgemm_mma_pipeline (K split)");
+    return NULL;
+}
+
+const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, void *Y, int M, int N, int K, int gelu,
+                               float *workspace, size_t workspace_floats)
+{
+    int splits;
+    const char *why = gpt2_skinny_partials(X, W, M, N, K, workspace, workspace_floats, &splits);
+    if (why) return why;
+    /* the second pass adds the chunks, the bias and GELU */
     small_m_finish<__half><<<blocks_for((long long)M * N), 256>>>(workspace, bias, (__half *)Y, M, N, splits, gelu);
     WB_CHECK_LAUNCH("small_m_finish");
     return NULL;

@@ -83,6 +83,14 @@ size_t gpt2_small_m_workspace_floats(int N, int K);
 const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, void *Y, int M, int N, int K, int gelu,
                                float *workspace, size_t workspace_floats);
 
+/**
+ * @brief The skinny linear's first pass alone: each (tile of 64 outputs, chunk of K) block leaves its fp32 partial
+ *        sums of X·W in workspace, [splits][M][N], for a second pass of the caller's (v2's epilogues at 9-64 rows).
+ *        *splits gets the chunks. Arguments and limits as gpt2_linear_skinny's.
+ */
+const char *gpt2_skinny_partials(const void *X, const void *W, int M, int N, int K, float *workspace,
+                                 size_t workspace_floats, int *splits);
+
 /** @brief Scratch gpt2_linear_skinny needs for an N-column layer at 64 rows, in floats. */
 size_t gpt2_skinny_workspace_floats(int N, int K);
 
@@ -128,9 +136,18 @@ typedef struct {
     int block_size;           /**< tokens per page */
     unsigned long long *best; /**< DECODE_LOGITS_ARGMAX: [M] argmax keys (argmax_key.h), zero before the launch */
     int dependent_launch;     /**< 1: launched as a programmatic dependent of the kernel before (sm_90) */
+    /* past DECODE_MAX_ROWS rows (fp16, sm_80): the skinny linear, the epilogue in its second pass */
+    const void *w;            /**< [K][N] the weights as the skinny linear reads them (the head: [K][ldy]) */
+    float *partials;          /**< its fp32 partial sums, gpt2_skinny_workspace_floats(N, K) */
+    size_t partials_floats;   /**< their room */
+    const float *ln_next_w;   /**< DECODE_RESIDUAL: the gain of the LayerNorm that reads the new rows, or NULL */
+    const float *ln_next_b;   /**< its shift */
+    void *ln_next;            /**< [M][N]: the new rows, normalised (the next linear's input, as x takes no ln_w) */
 } decode_linear_args;
 
-/** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. */
+/** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. Up to DECODE_MAX_ROWS rows
+ *         the warps' dot products with the LayerNorm as prologue; 9-64 rows (fp16, sm_80) the skinny linear with the
+ *         epilogue in its second pass, x already normalised (the residual epilogue before it, ln_next). */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */
