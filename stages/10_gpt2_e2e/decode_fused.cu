@@ -333,7 +333,7 @@ static const char *launch_decode_linear(const decode_linear_args *a)
  * linear. Block (x, m) takes output x·blockDim.x + threadIdx.x of row m.
  */
 template <decode_epilogue EPI>
-__global__ void __launch_bounds__(1024) decode_batch_finish(decode_linear_args a, int splits, int pitch)
+__global__ void __launch_bounds__(1024) decode_batch_finish(decode_linear_args a, decode_batch_args b, int splits, int pitch)
 {
     extern __shared__ float new_row[]; /* with ln_next: the row's N values as stored */
     __shared__ float stat;
@@ -341,13 +341,13 @@ __global__ void __launch_bounds__(1024) decode_batch_finish(decode_linear_args a
     const long long chunk = (long long)a.M * pitch; /* one K chunk's partial sums */
     unsigned long long best = 0;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < a.N; n += gridDim.x * blockDim.x) {
-        const float *part = a.partials + (long long)m * pitch + n;
+        const float *part = b.partials + (long long)m * pitch + n;
         float s = a.bias ? __ldg(a.bias + n) : 0.0f;
 #pragma unroll 8 /* the chunks' loads in flight together: the kernel lasts a thread's chain of trips to L2 */
         for (int k = 0; k < splits; ++k) s += part[k * chunk];
         float resid = EPI == DECODE_RESIDUAL ? load((const __half *)a.y, (long long)m * a.N + n) : 0.0f;
         decode_epilogue_apply<__half, EPI>(a, m, n, s, resid, best);
-        if (EPI == DECODE_RESIDUAL && a.ln_next) new_row[n] = __half2float(__float2half(resid + s));
+        if (EPI == DECODE_RESIDUAL && b.ln_next) new_row[n] = __half2float(__float2half(resid + s));
     }
     if (EPI == DECODE_LOGITS_ARGMAX) { /* the block's best key, then one atomic per block */
         __shared__ unsigned long long warp_best[32];
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(1024) decode_batch_finish(decode_linear_args a
             atomicMax(a.best + m, best);
         }
     }
-    if (EPI == DECODE_RESIDUAL && a.ln_next) { /* stage 05's two passes, over the row in shared memory */
+    if (EPI == DECODE_RESIDUAL && b.ln_next) { /* stage 05's two passes, over the row in shared memory */
         float sum = 0.0f;
         for (int n = threadIdx.x; n < a.N; n += blockDim.x) sum += new_row[n];
         sum = block_reduce<SumOp>(sum);
@@ -376,45 +376,45 @@ __global__ void __launch_bounds__(1024) decode_batch_finish(decode_linear_args a
         if (threadIdx.x == 0) stat = rsqrtf(var / a.N + GPT2_LN_EPS);
         __syncthreads();
         for (int n = threadIdx.x; n < a.N; n += blockDim.x)
-            store((__half *)a.ln_next, (long long)m * a.N + n,
-                  (new_row[n] - mu) * stat * __ldg(a.ln_next_w + n) + __ldg(a.ln_next_b + n));
+            store((__half *)b.ln_next, (long long)m * a.N + n,
+                  (new_row[n] - mu) * stat * __ldg(b.ln_next_w + n) + __ldg(b.ln_next_b + n));
     }
 }
 
 /** @brief 9-64 rows: the skinny linear's partial sums, then decode_batch_finish. */
 template <decode_epilogue EPI>
-static const char *launch_decode_batch(const decode_linear_args *a)
+static const char *launch_decode_batch(const decode_linear_args *a, const decode_batch_args *b)
 {
     const int pitch = EPI == DECODE_LOGITS_ARGMAX ? a->ldy : a->N; /* the head's GEMM: its rows padded to 8 */
     int splits;
-    const char *why = gpt2_skinny_partials(a->x, a->w, a->M, pitch, a->K, a->partials, a->partials_floats, &splits);
+    const char *why = gpt2_skinny_partials(a->x, b->w, a->M, pitch, a->K, b->partials, b->partials_floats, &splits);
     if (why) return why;
-    const bool whole_rows = EPI == DECODE_RESIDUAL && a->ln_next;
+    const bool whole_rows = EPI == DECODE_RESIDUAL && b->ln_next;
     const int threads = whole_rows ? (a->N < 1024 ? (a->N + 31) / 32 * 32 : 1024) : 256;
     dim3 grid(whole_rows ? 1 : (a->N + threads - 1) / threads, a->M);
-    decode_batch_finish<EPI><<<grid, threads, whole_rows ? a->N * sizeof(float) : 0>>>(*a, splits, pitch);
+    decode_batch_finish<EPI><<<grid, threads, whole_rows ? a->N * sizeof(float) : 0>>>(*a, *b, splits, pitch);
     WB_CHECK_LAUNCH("decode_batch_finish");
     return NULL;
 }
 
 /** @brief Past DECODE_MAX_ROWS rows: what the batch path needs, then its launch. */
-static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args *a)
+static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *b)
 {
-    if (dtype != WB_F16 || a->M > SKINNY_MAX_ROWS || !a->w || !a->partials || a->ln_w)
+    if (dtype != WB_F16 || a->M > SKINNY_MAX_ROWS || !b || !b->w || !b->partials || a->ln_w)
         return "fused decode linear: past 8 rows it needs fp16, at most 64 rows, W as [K][N], the partials' room, and "
                "rows already normalised (no ln_w)";
-    if (a->ln_next && (!a->ln_next_w || !a->ln_next_b))
+    if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))
         return "fused decode linear: ln_next needs its gain and shift";
     switch (a->epilogue) {
-    case DECODE_QKV_APPEND: return launch_decode_batch<DECODE_QKV_APPEND>(a);
-    case DECODE_RESIDUAL: return launch_decode_batch<DECODE_RESIDUAL>(a);
-    case DECODE_GELU: return launch_decode_batch<DECODE_GELU>(a);
-    case DECODE_LOGITS_ARGMAX: return launch_decode_batch<DECODE_LOGITS_ARGMAX>(a);
+    case DECODE_QKV_APPEND: return launch_decode_batch<DECODE_QKV_APPEND>(a, b);
+    case DECODE_RESIDUAL: return launch_decode_batch<DECODE_RESIDUAL>(a, b);
+    case DECODE_GELU: return launch_decode_batch<DECODE_GELU>(a, b);
+    case DECODE_LOGITS_ARGMAX: return launch_decode_batch<DECODE_LOGITS_ARGMAX>(a, b);
     }
     return "fused decode linear: unknown epilogue";
 }
 
-const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
+const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *batch)
 {
     int per16 = 16 / (int)wb_dtype_bytes(dtype);
     if (a->M < 1 || a->M > SKINNY_MAX_ROWS) return "fused decode linear: needs 1 <= M <= 64 rows";
@@ -424,7 +424,7 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a)
         return "fused decode linear: the QKV epilogue needs N = 3·C with C a multiple of the heads";
     if (a->epilogue == DECODE_LOGITS_ARGMAX && (!a->best || a->ldy < a->N))
         return "fused decode linear: the argmax epilogue needs best[] and ldy >= N";
-    if (a->M > DECODE_MAX_ROWS) return decode_linear_batch(dtype, a);
+    if (a->M > DECODE_MAX_ROWS) return decode_linear_batch(dtype, a, batch);
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
         switch (a->epilogue) {

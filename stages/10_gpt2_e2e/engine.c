@@ -60,14 +60,14 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     /* the kernels: stage 04's fused linear (fp32: v4, split-K where the tiles fill under two waves, as at 32 rows;
      * fp16: v11 on a compute capability 9.0 GPU, v6 on sm_80, v5 (WMMA) on the T4; in fp16 from sm_80 a decode batch
      * of 9-64 rows takes this stage's skinny linear instead), stage 05's LayerNorm v3, stage 06's best for the
-     * precision, stage 08's append v2, stage 09's v3 */
+     * precision, stage 08's append v2, stage 09's v5 (split, the lean inner loop) */
     e->linear_variant = find_variant(linear_variants, sizeof linear_variants[0], linear_variant_count,
                                      dtype == WB_F16 ? (cc == 90 ? "v11" : cc >= 80 ? "v6" : "v5") : "v4");
     e->skinny_linear = dtype == WB_F16 && cc >= 80;
     e->layernorm_variant = find_variant(layernorm_variants, sizeof layernorm_variants[0], layernorm_variant_count, "v3");
     e->attention_variant = find_variant(attention_variants, sizeof attention_variants[0], attention_variant_count,
                                         dtype == WB_F16 ? (cc >= 80 ? "v5" : "v4") : "v3");
-    e->decode_variant = find_variant(decode_variants, sizeof decode_variants[0], decode_variant_count, "v3");
+    e->decode_variant = find_variant(decode_variants, sizeof decode_variants[0], decode_variant_count, "v5");
     e->kv_variant = find_variant(kv_variants, sizeof kv_variants[0], kv_variant_count, "v2");
     if (e->linear_variant < 0 || e->layernorm_variant < 0 || e->attention_variant < 0 || e->decode_variant < 0 ||
         e->kv_variant < 0)

@@ -151,7 +151,7 @@ typedef struct gpt2_engine {
     size_t small_m_floats;    /**< its size */
     void *decode_workspace;   /**< stage 09's partitions */
     size_t decode_workspace_bytes; /**< its size */
-    int *decode_counters;     /**< stage 09 v3's per-row counters (zero between launches) */
+    int *decode_counters;     /**< stage 09's per-row counters (zero between launches) */
     int *d_tokens;            /**< device: the forward's tokens */
     int *d_positions;         /**< device: their positions */
     int *d_next;              /**< device: argmax per row */

@@ -176,38 +176,37 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
                                   .ln_w = batch ? NULL : e->ln1_w[l], .ln_b = e->ln1_b[l], .w_t = e->qkv_wt[l],
                                   .bias = e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C, .K = C,
                                   .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->step_d.slots, .H = H,
-                                  .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch,
-                                  .w = e->qkv_w[l], .partials = ws, .partials_floats = wsf};
-        TRY(gpt2_decode_linear(e->dtype, &qkv));
+                                  .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch};
+        decode_batch_args qkv_b = {.w = e->qkv_w[l], .partials = ws, .partials_floats = wsf};
+        TRY(gpt2_decode_linear(e->dtype, &qkv, batch ? &qkv_b : NULL));
         engine_charge(e, &p->linear, &mark);
         TRY(decode_attention(e, n, l));
         engine_charge(e, &p->attention, &mark);
         decode_linear_args proj = {.epilogue = DECODE_RESIDUAL, .x = e->att, .w_t = e->proj_wt[l],
                                    .bias = e->proj_b[l], .y = e->x, .M = n, .N = C, .K = C,
-                                   .dependent_launch = e->dependent_launch, .w = e->proj_w[l], .partials = ws,
-                                   .partials_floats = wsf, .ln_next_w = e->ln2_w[l], .ln_next_b = e->ln2_b[l],
-                                   .ln_next = batch ? e->ln : NULL};
+                                   .dependent_launch = e->dependent_launch};
         decode_linear_args fc = {.epilogue = DECODE_GELU, .x = batch ? e->ln : e->x, .ln_w = batch ? NULL : e->ln2_w[l],
                                  .ln_b = e->ln2_b[l], .w_t = e->fc_wt[l], .bias = e->fc_b[l], .y = e->hidden, .M = n,
-                                 .N = 4 * C, .K = C, .dependent_launch = e->dependent_launch, .w = e->fc_w[l],
-                                 .partials = ws, .partials_floats = wsf};
+                                 .N = 4 * C, .K = C, .dependent_launch = e->dependent_launch};
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
                                      .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
-                                     .dependent_launch = e->dependent_launch, .w = e->fcproj_w[l], .partials = ws,
-                                     .partials_floats = wsf, .ln_next_w = next_w, .ln_next_b = next_b,
-                                     .ln_next = batch ? e->ln : NULL};
-        TRY(gpt2_decode_linear(e->dtype, &proj));
-        TRY(gpt2_decode_linear(e->dtype, &fc));
-        TRY(gpt2_decode_linear(e->dtype, &fcproj));
+                                     .dependent_launch = e->dependent_launch};
+        /* past 8 rows: the skinny linear's weights and room; proj and fc-proj end with the next LayerNorm */
+        decode_batch_args proj_b = {e->proj_w[l], ws, wsf, e->ln2_w[l], e->ln2_b[l], e->ln},
+                          fc_b = {.w = e->fc_w[l], .partials = ws, .partials_floats = wsf},
+                          fcproj_b = {e->fcproj_w[l], ws, wsf, next_w, next_b, e->ln};
+        TRY(gpt2_decode_linear(e->dtype, &proj, batch ? &proj_b : NULL));
+        TRY(gpt2_decode_linear(e->dtype, &fc, batch ? &fc_b : NULL));
+        TRY(gpt2_decode_linear(e->dtype, &fcproj, batch ? &fcproj_b : NULL));
         engine_charge(e, &p->linear, &mark);
     }
     /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (past 8 rows: wte_t) */
     decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = batch ? e->ln : e->x,
                                .ln_w = batch ? NULL : e->lnf_w, .ln_b = e->lnf_b, .w_t = e->wte, .y = e->logits,
                                .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C, .best = e->d_best,
-                               .dependent_launch = e->dependent_launch, .w = e->wte_t, .partials = ws,
-                               .partials_floats = wsf};
-    TRY(gpt2_decode_linear(e->dtype, &head));
+                               .dependent_launch = e->dependent_launch};
+    decode_batch_args head_b = {.w = e->wte_t, .partials = ws, .partials_floats = wsf};
+    TRY(gpt2_decode_linear(e->dtype, &head, batch ? &head_b : NULL));
     engine_charge(e, &p->lm_head, &mark);
     return NULL;
 }

@@ -136,19 +136,23 @@ typedef struct {
     int block_size;           /**< tokens per page */
     unsigned long long *best; /**< DECODE_LOGITS_ARGMAX: [M] argmax keys (argmax_key.h), zero before the launch */
     int dependent_launch;     /**< 1: launched as a programmatic dependent of the kernel before (sm_90) */
-    /* past DECODE_MAX_ROWS rows (fp16, sm_80): the skinny linear, the epilogue in its second pass */
+} decode_linear_args;
+
+/** @brief What the fused decode linear needs past DECODE_MAX_ROWS rows (fp16, sm_80): the skinny linear's weights
+ *         and room, and the LayerNorm that ends a residual add (x of the linears after it, which take no ln_w). */
+typedef struct {
     const void *w;            /**< [K][N] the weights as the skinny linear reads them (the head: [K][ldy]) */
     float *partials;          /**< its fp32 partial sums, gpt2_skinny_workspace_floats(N, K) */
     size_t partials_floats;   /**< their room */
     const float *ln_next_w;   /**< DECODE_RESIDUAL: the gain of the LayerNorm that reads the new rows, or NULL */
     const float *ln_next_b;   /**< its shift */
-    void *ln_next;            /**< [M][N]: the new rows, normalised (the next linear's input, as x takes no ln_w) */
-} decode_linear_args;
+    void *ln_next;            /**< [M][N]: the new rows, normalised */
+} decode_batch_args;
 
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. Up to DECODE_MAX_ROWS rows
- *         the warps' dot products with the LayerNorm as prologue; 9-64 rows (fp16, sm_80) the skinny linear with the
- *         epilogue in its second pass, x already normalised (the residual epilogue before it, ln_next). */
-const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a);
+ *         the warps' dot products with the LayerNorm as prologue (batch NULL); 9-64 rows (fp16, sm_80) the skinny
+ *         linear with the epilogue in its second pass (batch: its weights, room and the LayerNorm after). */
+const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *batch);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */
 const char *gpt2_decode_linear_exercise(wb_dtype dtype, const decode_linear_args *a);

@@ -114,7 +114,7 @@ static const char *run(void *ctx)
     decode_linear_args a = {.epilogue = DECODE_GELU, .x = p->dx, .ln_w = p->with_ln ? p->dgain : NULL,
                             .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
                             .M = p->M, .N = p->N, .K = p->K};
-    return p->fused == 2 ? gpt2_decode_linear_exercise(p->dtype, &a) : gpt2_decode_linear(p->dtype, &a);
+    return p->fused == 2 ? gpt2_decode_linear_exercise(p->dtype, &a) : gpt2_decode_linear(p->dtype, &a, NULL);
 }
 
 /** One checked run: y poisoned, run, compared with the reference. */
