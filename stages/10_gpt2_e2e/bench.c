@@ -365,7 +365,7 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             print_profile("decode batch 1, 8 steps", &pd);
             if (decode_paths[v].step) print_traces(&e, prompt, steps, tokens);
             /* the serving table: B sequences of mixed prompt lengths decoded together through the paged cache
-             * (v3-v5's steps take batches of up to 8; larger batches take v2's kernels in fp16 from sm_80, else v1's) */
+             * (v3-v5's steps take batches of up to 8; larger ones run v2's kernels in fp16 from sm_80, else v1's) */
             for (size_t i = 0; i < sizeof serve_batches / sizeof serve_batches[0]; ++i) {
                 int B = serve_batches[i], lo = max_prompt, hi = 0;
                 double kv_tokens = 0;

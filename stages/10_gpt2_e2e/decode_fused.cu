@@ -333,7 +333,8 @@ static const char *launch_decode_linear(const decode_linear_args *a)
  * linear. Block (x, m) takes output x·blockDim.x + threadIdx.x of row m.
  */
 template <decode_epilogue EPI>
-__global__ void __launch_bounds__(1024) decode_batch_finish(decode_linear_args a, decode_batch_args b, int splits, int pitch)
+__global__ void __launch_bounds__(1024)
+    decode_batch_finish(decode_linear_args a, decode_batch_args b, int splits, int pitch)
 {
     extern __shared__ float new_row[]; /* with ln_next: the row's N values as stored */
     __shared__ float stat;
