@@ -401,9 +401,9 @@ static const char *launch_decode_batch(const decode_linear_args *a, const decode
 /** @brief Past DECODE_MAX_ROWS rows: what the batch path needs, then its launch. */
 static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *b)
 {
-    if (dtype != WB_F16 || a->M > SKINNY_MAX_ROWS || !b || !b->w || !b->partials || a->ln_w)
-        return "fused decode linear: past 8 rows it needs fp16, at most 64 rows, W as [K][N], the partials' room, and "
-               "rows already normalised (no ln_w)";
+    if (dtype != WB_F16 || !b || !b->w || !b->partials || a->ln_w)
+        return "fused decode linear: past 8 rows it needs fp16, W as [K][N], the partials' room, and rows already "
+               "normalised (no ln_w)";
     if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))
         return "fused decode linear: ln_next needs its gain and shift";
     switch (a->epilogue) {

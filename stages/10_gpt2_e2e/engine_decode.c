@@ -162,6 +162,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
     const gpt2_config *c = &e->cfg;
     int C = c->C, H = c->n_head, L = c->n_layer, batch = n > DECODE_MAX_ROWS;
+    const void *x_in = batch ? e->ln : e->x; /* what QKV, fc and the head read: x, or past 8 rows x normalised */
     float *ws = e->small_m_workspace;
     size_t wsf = e->small_m_floats;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
@@ -172,7 +173,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
     engine_charge(e, &p->other, &mark);
     for (int l = 0; l < L; ++l) {
         const float *next_w = l + 1 < L ? e->ln1_w[l + 1] : e->lnf_w, *next_b = l + 1 < L ? e->ln1_b[l + 1] : e->lnf_b;
-        decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = batch ? e->ln : e->x,
+        decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = x_in,
                                   .ln_w = batch ? NULL : e->ln1_w[l], .ln_b = e->ln1_b[l], .w_t = e->qkv_wt[l],
                                   .bias = e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C, .K = C,
                                   .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->step_d.slots, .H = H,
@@ -185,7 +186,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         decode_linear_args proj = {.epilogue = DECODE_RESIDUAL, .x = e->att, .w_t = e->proj_wt[l],
                                    .bias = e->proj_b[l], .y = e->x, .M = n, .N = C, .K = C,
                                    .dependent_launch = e->dependent_launch};
-        decode_linear_args fc = {.epilogue = DECODE_GELU, .x = batch ? e->ln : e->x, .ln_w = batch ? NULL : e->ln2_w[l],
+        decode_linear_args fc = {.epilogue = DECODE_GELU, .x = x_in, .ln_w = batch ? NULL : e->ln2_w[l],
                                  .ln_b = e->ln2_b[l], .w_t = e->fc_wt[l], .bias = e->fc_b[l], .y = e->hidden, .M = n,
                                  .N = 4 * C, .K = C, .dependent_launch = e->dependent_launch};
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
@@ -201,7 +202,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         engine_charge(e, &p->linear, &mark);
     }
     /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (past 8 rows: wte_t) */
-    decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = batch ? e->ln : e->x,
+    decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = x_in,
                                .ln_w = batch ? NULL : e->lnf_w, .ln_b = e->lnf_b, .w_t = e->wte, .y = e->logits,
                                .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C, .best = e->d_best,
                                .dependent_launch = e->dependent_launch};
