@@ -315,16 +315,17 @@ static const char *launch_decode_linear(const decode_linear_args *a)
 }
 
 /* ------------------------------------------------------------------------ */
-/* 9-64 rows: v1's skinny linear, the epilogue in its second pass            */
+/* 3-64 rows: v1's skinny linear, the epilogue in its second pass            */
 /* ------------------------------------------------------------------------ */
 
 /**
  * @brief The second pass of a decode batch's linear: row m's outputs, the K
- *        chunks added, through v2's epilogue. Past 8 rows the warps' dot
- *        products above would read W once per 8 rows; the skinny linear
- *        (tensor cores, one 64-row tile, K split, v1's) reads it once, and
- *        its second pass, which must add the chunks anyway, is where the
- *        epilogue goes.
+ *        chunks added, through v2's epilogue. The warps' dot products above
+ *        issue instructions in proportion to the rows, and past 8 rows
+ *        would read W once per 8; the skinny linear (tensor cores, one
+ *        64-row tile, K split, v1's) takes 64 rows for the instructions of
+ *        one and reads W once. From 3 rows it is the faster, and its second
+ *        pass, which must add the chunks anyway, is where the epilogue goes.
  *
  * A LayerNorm cannot be the prologue of a GEMM that streams its rows into
  * the tensor cores. It moves to the end of the residual add before it: with
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
-/** @brief 9-64 rows: the skinny linear's partial sums, then decode_batch_finish. */
+/** @brief 3-64 rows: the skinny linear's partial sums, then decode_batch_finish. */
 template <decode_epilogue EPI>
 static const char *launch_decode_batch(const decode_linear_args *a, const decode_batch_args *b)
 {
@@ -398,11 +399,11 @@ static const char *launch_decode_batch(const decode_linear_args *a, const decode
     return NULL;
 }
 
-/** @brief Past DECODE_MAX_ROWS rows: what the batch path needs, then its launch. */
+/** @brief The batch path (3-64 rows in the engine): what it needs, then its launch. */
 static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *b)
 {
     if (dtype != WB_F16 || !b || !b->w || !b->partials || a->ln_w)
-        return "fused decode linear: past 8 rows it needs fp16, W as [K][N], the partials' room, and rows already "
+        return "fused decode linear: the batch path needs fp16, W as [K][N], the partials' room, and rows already "
                "normalised (no ln_w)";
     if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))
         return "fused decode linear: ln_next needs its gain and shift";
@@ -425,7 +426,9 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, cons
         return "fused decode linear: the QKV epilogue needs N = 3·C with C a multiple of the heads";
     if (a->epilogue == DECODE_LOGITS_ARGMAX && (!a->best || a->ldy < a->N))
         return "fused decode linear: the argmax epilogue needs best[] and ldy >= N";
-    if (a->M > DECODE_MAX_ROWS) return decode_linear_batch(dtype, a, batch);
+    if (batch) return decode_linear_batch(dtype, a, batch);
+    if (a->M > DECODE_MAX_ROWS)
+        return "fused decode linear: past 8 rows it needs the skinny linear's arguments (batch)";
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
         switch (a->epilogue) {

@@ -34,7 +34,7 @@
 static const char *decode_kernels_fused(gpt2_engine *e, int n);
 
 /** Whether a decode step of n sequences takes v2's fused kernels (else v1's): up to 8 rows, and in fp16 on sm_80+
- *  up to 64 (the skinny linear with v2's epilogues). */
+ *  up to 64 (the skinny linear with v2's epilogues, from DECODE_BATCH_MIN_ROWS rows). */
 static int fused_step(const gpt2_engine *e, int n)
 {
     return e->fused_decode && (n <= DECODE_MAX_ROWS || (e->skinny_linear && n <= SKINNY_MAX_ROWS));
@@ -154,15 +154,15 @@ static const char *decode_kernels(gpt2_engine *e, int n)
  * the final LayerNorm and the argmax fused in (its keys start at zero: the
  * memset). On sm_90 each linear starts as a programmatic dependent of the
  * kernel before it: its first weights stream while that kernel finishes.
- * Past 8 rows (`batch`) each linear is the skinny linear and its second pass,
- * and a LayerNorm is the end of the residual add before it (ln_next): the
- * linears after it read the normalised rows from e->ln.
+ * From 3 rows in fp16 on sm_80 (`batch`) each linear is the skinny linear and
+ * its second pass, and a LayerNorm is the end of the residual add before it
+ * (ln_next): the linears after it read the normalised rows from e->ln.
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
     const gpt2_config *c = &e->cfg;
-    int C = c->C, H = c->n_head, L = c->n_layer, batch = n > DECODE_MAX_ROWS;
-    const void *x_in = batch ? e->ln : e->x; /* what QKV, fc and the head read: x, or past 8 rows x normalised */
+    int C = c->C, H = c->n_head, L = c->n_layer, batch = e->skinny_linear && n >= DECODE_BATCH_MIN_ROWS;
+    const void *x_in = batch ? e->ln : e->x; /* what QKV, fc and the head read: x, or on the batch path x normalised */
     float *ws = e->small_m_workspace;
     size_t wsf = e->small_m_floats;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
@@ -192,7 +192,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
                                      .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
                                      .dependent_launch = e->dependent_launch};
-        /* past 8 rows: the skinny linear's weights and room; proj and fc-proj end with the next LayerNorm */
+        /* the batch path: the skinny linear's weights and room; proj and fc-proj end with the next LayerNorm */
         decode_batch_args proj_b = {e->proj_w[l], ws, wsf, e->ln2_w[l], e->ln2_b[l], e->ln},
                           fc_b = {.w = e->fc_w[l], .partials = ws, .partials_floats = wsf},
                           fcproj_b = {e->fcproj_w[l], ws, wsf, next_w, next_b, e->ln};
@@ -201,7 +201,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         TRY(gpt2_decode_linear(e->dtype, &fcproj, batch ? &fcproj_b : NULL));
         engine_charge(e, &p->linear, &mark);
     }
-    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (past 8 rows: wte_t) */
+    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (the batch path: wte_t) */
     decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = x_in,
                                .ln_w = batch ? NULL : e->lnf_w, .ln_b = e->lnf_b, .w_t = e->wte, .y = e->logits,
                                .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C, .best = e->d_best,

@@ -74,9 +74,12 @@ size_t gpt2_small_m_workspace_floats(int N, int K);
 
 /** @brief Most rows the skinny linear takes: one 64-row tile holds them. */
 #define SKINNY_MAX_ROWS 64
+/** @brief Fewest rows v1 gives the skinny linear (fp16, sm_80): from 2 rows its tensor cores beat the small-M
+ *         linear's dot products (the page's measured crossover). */
+#define SKINNY_MIN_ROWS 2
 
 /**
- * @brief Y = act(X·W + bias) for a decode batch of 9-64 rows, fp16 (sm_80+): stage 03's v9 GEMM in a 64×64 tile
+ * @brief Y = act(X·W + bias) for a decode batch of 2-64 rows, fp16 (sm_80+): stage 03's v9 GEMM in a 64×64 tile
  *        that holds the whole batch, K split over blocks until about two run per SM, then the small-M linear's
  *        second pass. Arguments as gpt2_linear_small_m's; 1 <= M <= 64, K and N multiples of 8.
  */
@@ -85,7 +88,7 @@ const char *gpt2_linear_skinny(const void *X, const void *W, const float *bias, 
 
 /**
  * @brief The skinny linear's first pass alone: each (tile of 64 outputs, chunk of K) block leaves its fp32 partial
- *        sums of X·W in workspace, [splits][M][N], for a second pass of the caller's (v2's epilogues at 9-64 rows).
+ *        sums of X·W in workspace, [splits][M][N], for a second pass of the caller's (v2's epilogues at 3-64 rows).
  *        *splits gets the chunks. Arguments and limits as gpt2_linear_skinny's.
  */
 const char *gpt2_skinny_partials(const void *X, const void *W, int M, int N, int K, float *workspace,
@@ -98,8 +101,12 @@ size_t gpt2_skinny_workspace_floats(int N, int K);
 /* v2: the fused decode step (decode_fused.cu)                               */
 /* ------------------------------------------------------------------------ */
 
-/** @brief Most rows (sequences) the fused decode linear takes. */
+/** @brief Most rows (sequences) the fused decode linear's own dot products take. */
 #define DECODE_MAX_ROWS 8
+/** @brief Fewest rows v2 gives the skinny linear (fp16, sm_80): from 3 rows it beats the warps' dot products, whose
+ *         instructions grow with the rows while the skinny linear's tensor cores take 64 rows at the same cost (the
+ *         page's measured crossover). */
+#define DECODE_BATCH_MIN_ROWS 3
 
 /** @brief What the fused decode linear does with each output y[m][n] = Σ_k x[m][k]·W[k][n] + bias[n]. */
 typedef enum {
@@ -138,8 +145,9 @@ typedef struct {
     int dependent_launch;     /**< 1: launched as a programmatic dependent of the kernel before (sm_90) */
 } decode_linear_args;
 
-/** @brief What the fused decode linear needs past DECODE_MAX_ROWS rows (fp16, sm_80): the skinny linear's weights
- *         and room, and the LayerNorm that ends a residual add (x of the linears after it, which take no ln_w). */
+/** @brief What the fused decode linear needs on the skinny linear (fp16, sm_80; 3-64 rows in the engine): its
+ *         weights and room, and the LayerNorm that ends a residual add (x of the linears after it, which take no
+ *         ln_w). */
 typedef struct {
     const void *w;            /**< [K][N] the weights as the skinny linear reads them (the head: [K][ldy]) */
     float *partials;          /**< its fp32 partial sums, gpt2_skinny_workspace_floats(N, K) */
@@ -149,9 +157,9 @@ typedef struct {
     void *ln_next;            /**< [M][N]: the new rows, normalised */
 } decode_batch_args;
 
-/** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. Up to DECODE_MAX_ROWS rows
- *         the warps' dot products with the LayerNorm as prologue (batch NULL); 9-64 rows (fp16, sm_80) the skinny
- *         linear with the epilogue in its second pass (batch: its weights, room and the LayerNorm after). */
+/** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. With batch NULL, up to
+ *         DECODE_MAX_ROWS rows, the warps' dot products with the LayerNorm as prologue; with batch (fp16, sm_80, up to
+ *         64 rows), the skinny linear with the epilogue in its second pass (its weights, room, the LayerNorm after). */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *batch);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */

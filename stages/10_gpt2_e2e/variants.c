@@ -15,10 +15,12 @@
  * up; engine_init() reads the row, the program and the bench walk the table. */
 const decode_path decode_paths[N_VARIANTS] = {
     {.id = "v1", .what = "layer by layer: stages 03-09's kernels",
-     .help = "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75)", .min_cc = 75},
+     .help = "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75); 2-64 sequences in fp16 "
+             "from sm_80: the skinny linear (tensor cores)",
+     .min_cc = 75},
     {.id = "v2", .what = "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
      .help = "v1 + the fused decode linear: LayerNorm, bias, GELU, residual, K/V append, argmax in the GEMV (sm_75); "
-             "9-64 sequences in fp16 from sm_80: the skinny linear with these epilogues in its second pass",
+             "3-64 sequences in fp16 from sm_80: the skinny linear with these epilogues in its second pass",
      .min_cc = 75, .fused_linears = 1},
     {.id = "v3", .what = "v2's step as one persistent kernel (grid barriers)",
      .help = "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences, "
