@@ -328,7 +328,7 @@ struct MmaTile {
  * 16 of K. The fp32 results pass through `epi(value, column)` before they are
  * rounded to fp16. Contract: K and N multiples of 8 (16-byte rows for cp.async), sm_80+.
  *
- * SPLIT_K (stage 10's decode batches of 2-64 rows): block z sums only K's chunk z, of
+ * SPLIT_K (stage 10's decode batches of 1-64 rows): block z sums only K's chunk z, of
  * `k_chunk` (a multiple of BK), and writes its fp32 partial tile to `partials`, slice z
  * of M·N floats, as stage 03's SGEMM does for stage 04's v4; a second pass adds them.
  */

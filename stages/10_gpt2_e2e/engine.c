@@ -59,7 +59,7 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
     wb_current_gpu(&cc, NULL);
     /* the kernels: stage 04's fused linear (fp32: v4, split-K where the tiles fill under two waves, as at 32 rows;
      * fp16: v11 on a compute capability 9.0 GPU, v6 on sm_80, v5 (WMMA) on the T4; in fp16 from sm_80 a decode batch
-     * of 2-64 rows takes this stage's skinny linear instead), stage 05's LayerNorm v3, stage 06's best for the
+     * of 1-64 rows takes this stage's skinny linear instead), stage 05's LayerNorm v3, stage 06's best for the
      * precision, stage 08's append v2, stage 09's v5 (split, the lean inner loop) */
     e->linear_variant = find_variant(linear_variants, sizeof linear_variants[0], linear_variant_count,
                                      dtype == WB_F16 ? (cc == 90 ? "v11" : cc >= 80 ? "v6" : "v5") : "v4");

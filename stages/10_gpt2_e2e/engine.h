@@ -169,7 +169,7 @@ typedef struct gpt2_engine {
     int *h_fed;               /**< [2][ENGINE_QUEUE_STEPS][max_seqs] pinned: two queues' d_fed, copied back */
     void *queue_done[2];      /**< cudaEvent_t: each queue's tokens are on the host */
     int linear_variant;       /**< index into stage 04's linear_variants */
-    int skinny_linear;        /**< fp16 on sm_80+: 2-64 rows take this stage's skinny linear (a decode batch) */
+    int skinny_linear;        /**< fp16 on sm_80+: 1-64 rows take this stage's skinny linear (a decode batch) */
     int layernorm_variant;    /**< index into stage 05's layernorm_variants */
     int attention_variant;    /**< index into stage 06's attention_variants */
     int decode_variant;       /**< index into stage 09's decode_variants */

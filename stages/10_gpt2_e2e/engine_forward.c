@@ -43,10 +43,11 @@ static void *row_ptr(const gpt2_engine *e, void *base, size_t r, size_t width)
 const char *engine_linear(gpt2_engine *e, const void *X, const void *W, const float *b, void *Y, int M, int N, int K,
                           gelu_kind g)
 {
-    /* a decode batch of 2-64 rows in fp16 on sm_80: stage 03's GEMM in a tile of 64 rows, K split */
-    if (e->skinny_linear && M >= SKINNY_MIN_ROWS && M <= SKINNY_MAX_ROWS)
+    /* a decode batch of 1-64 rows in fp16 on sm_80: stage 03's GEMM in a tile of 64 rows, K split (even at 1 row
+     * its 16-byte loads of W beat the small-M linear's 2-byte ones) */
+    if (e->skinny_linear && M <= SKINNY_MAX_ROWS)
         return gpt2_linear_skinny(X, W, b, Y, M, N, K, g == GELU_TANH, e->small_m_workspace, e->small_m_floats);
-    if (M <= 8) /* a decode step (one row; fp32 or the T4 up to 8): the small-M kernel streams W instead of tiling it */
+    if (M <= 8) /* a decode step in fp32, or on the T4: the small-M kernel streams W instead of tiling it */
         return gpt2_linear_small_m(e->dtype, X, W, b, Y, M, N, K, g == GELU_TANH, e->small_m_workspace,
                                    e->small_m_floats);
     linear_args a = {X, W, b, Y, M, N, K, g};

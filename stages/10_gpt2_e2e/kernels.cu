@@ -3,8 +3,8 @@
  * @brief v1's own kernels (see kernels.h): the glue between the earlier
  *        stages' kernels (simple, memory-bound, one thread per element; a
  *        small fraction of a forward pass, the page measures it) and the
- *        decode-time linears of a few rows (1-8; in fp16 from sm_80, one) and of
- *        a batch (2-64, fp16 from sm_80).
+ *        decode-time linears of a few rows (1-8: fp32, and fp16 on the T4) and of
+ *        a batch (1-64, fp16 from sm_80).
  */
 #include <cuda_fp16.h>
 #include <math.h>
@@ -243,7 +243,7 @@ const char *gpt2_linear_small_m(wb_dtype dtype, const void *X, const void *W, co
 }
 
 /* ------------------------------------------------------------------------ */
-/* Linear layers of a decode batch: 2-64 rows, fp16                          */
+/* Linear layers of a decode batch: 1-64 rows, fp16                          */
 /* ------------------------------------------------------------------------ */
 
 /**

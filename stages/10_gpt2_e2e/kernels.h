@@ -74,12 +74,9 @@ size_t gpt2_small_m_workspace_floats(int N, int K);
 
 /** @brief Most rows the skinny linear takes: one 64-row tile holds them. */
 #define SKINNY_MAX_ROWS 64
-/** @brief Fewest rows v1 gives the skinny linear (fp16, sm_80): from 2 rows its tensor cores beat the small-M
- *         linear's dot products (the page's measured crossover). */
-#define SKINNY_MIN_ROWS 2
 
 /**
- * @brief Y = act(X·W + bias) for a decode batch of 2-64 rows, fp16 (sm_80+): stage 03's v9 GEMM in a 64×64 tile
+ * @brief Y = act(X·W + bias) for a decode batch of 1-64 rows, fp16 (sm_80+): stage 03's v9 GEMM in a 64×64 tile
  *        that holds the whole batch, K split over blocks until about two run per SM, then the small-M linear's
  *        second pass. Arguments as gpt2_linear_small_m's; 1 <= M <= 64, K and N multiples of 8.
  */

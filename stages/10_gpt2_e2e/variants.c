@@ -15,7 +15,7 @@
  * up; engine_init() reads the row, the program and the bench walk the table. */
 const decode_path decode_paths[N_VARIANTS] = {
     {.id = "v1", .what = "layer by layer: stages 03-09's kernels",
-     .help = "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75); 2-64 sequences in fp16 "
+     .help = "layer by layer from stages 03-09's kernels; a small-M linear at decode (sm_75); 1-64 sequences in fp16 "
              "from sm_80: the skinny linear (tensor cores)",
      .min_cc = 75},
     {.id = "v2", .what = "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
