@@ -96,7 +96,7 @@ static __device__ void merge_partitions(const float *m, const float *l, const fl
  *
  * Warps take tiles of tokens in turn and keep their own online softmax (m, l,
  * o) per query row; at the end the block merges its warps' results. With one
- * partition the block writes O; with several (v3, v4) it writes its partial m,
+ * partition (v1, v2, or a context that fits one) the block writes O; with several (v3, v4) it writes its partial m,
  * l, o, and the last block of the group's partitions to finish merges them
  * (merge_partitions).
  */
@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     int len = lens[b], t_begin = part * partition_tokens;
     if (t_begin >= len) return; /* a shorter sequence: fewer partitions */
     int t_end = min(len, t_begin + partition_tokens);
+    if (len <= partition_tokens) part_o = NULL; /* the row's only partition: it writes O itself, nothing to merge */
     int kvh = h0 / (Hq / Hkv); /* grouped-query: Hq/Hkv query heads share a KV head (the G heads here all do) */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
 
