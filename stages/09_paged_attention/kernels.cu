@@ -96,9 +96,9 @@ static __device__ void merge_partitions(const float *m, const float *l, const fl
  *
  * Warps take tiles of tokens in turn and keep their own online softmax (m, l,
  * o) per query row; at the end the block merges its warps' results. With one
- * partition (v1, v2, or a context that fits one) the block writes O; with several (v3, v4) it writes its partial m,
- * l, o, and the last block of the group's partitions to finish merges them
- * (merge_partitions).
+ * partition (v1, v2, or a context that fits in one) the block writes O; with
+ * several (v3, v4) it writes its partial m, l, o, and the last block of the
+ * group's partitions to finish merges them (merge_partitions).
  */
 template <typename T, int D, class Rows, int G = 1, int PASSES = DECODE_PASSES>
 __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_SM : DECODE_MIN_BLOCKS_PER_SM)

@@ -402,7 +402,7 @@ static const char *launch_decode_batch(const decode_linear_args *a, const decode
 /** @brief The batch path (3-64 rows in the engine): what it needs, then its launch. */
 static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *b)
 {
-    if (dtype != WB_F16 || !b || !b->w || !b->partials || a->ln_w)
+    if (dtype != WB_F16 || !b->w || !b->partials || a->ln_w)
         return "fused decode linear: the batch path needs fp16, W as [K][N], the partials' room, and rows already "
                "normalised (no ln_w)";
     if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))

@@ -155,8 +155,9 @@ typedef struct {
 } decode_batch_args;
 
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. With batch NULL, up to
- *         DECODE_MAX_ROWS rows, the warps' dot products with the LayerNorm as prologue; with batch (fp16, sm_80, up to
- *         64 rows), the skinny linear with the epilogue in its second pass (its weights, room, the LayerNorm after). */
+ *         DECODE_MAX_ROWS rows, the warps' dot products with the LayerNorm as prologue; with batch (fp16, sm_80, up
+ *         to 64 rows), the skinny linear with the epilogue in its second pass (its weights, room, the LayerNorm
+ *         after). */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *batch);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */
