@@ -8,12 +8,15 @@
  *        for well under a µs of bytes. v2 gives each linear its neighbours:
  *        LayerNorm as its prologue, and bias, GELU, residual add or the K/V
  *        append as its epilogue — 4 kernels and stage 09's attention per
- *        block.
+ *        block. A decode batch of 3-64 rows (fp16, sm_80) runs on tensor
+ *        cores: the batch linear, every block holding all the rows, and the
+ *        skinny linear with its second pass.
  */
 #include <cuda_fp16.h>
 #include <math.h>
 
 #include "02_reduction/block_reduce.cuh"      /* warp_allreduce: stage 02's butterfly */
+#include "03_gemm/mma_ptx.cuh"              /* ldmatrix, mma.sync, cp.async: the batch linear */
 #include "04_fused_gelu_linear/bias_gelu.cuh" /* gelu_tanh */
 #include "argmax_key.h"
 #include "cuda_check.h"
@@ -283,6 +286,20 @@ static void launch_decode_rows(const decode_linear_args *a)
     WB_CHECK_LAUNCH("decode_linear_fused");
 }
 
+/** @brief The arguments for rows m0 … m0 + group − 1 of a (fewer at the end): x, y, the slots and the argmax keys
+ *         moved on by m0 rows, for a launch of one group of rows. */
+static decode_linear_args rows_of(const decode_linear_args *a, int m0, int group, size_t elem)
+{
+    decode_linear_args g = *a;
+    g.M = a->M - m0 < group ? a->M - m0 : group;
+    g.x = (const char *)a->x + (size_t)m0 * a->K * elem;
+    const size_t y_row = a->epilogue == DECODE_QKV_APPEND ? a->N / 3 : a->epilogue == DECODE_LOGITS_ARGMAX ? a->ldy : a->N;
+    g.y = (char *)a->y + (size_t)m0 * y_row * elem;
+    if (a->slots) g.slots = a->slots + m0;
+    if (a->best) g.best = a->best + m0;
+    return g;
+}
+
 /**
  * @brief Launch for all M rows: in groups whose rows fit in shared memory
  *        (all of them on an H100; on a GPU with 64 KB a block, fp32 rows of
@@ -297,13 +314,7 @@ static const char *launch_decode_linear(const decode_linear_args *a)
     if (decode_smem_bytes(group, a->K, sizeof(T), ln) > decode_max_smem())
         return "fused decode linear: one row of K inputs does not fit in shared memory";
     for (int m0 = 0; m0 < a->M; m0 += group) {
-        decode_linear_args g = *a;
-        g.M = a->M - m0 < group ? a->M - m0 : group;
-        g.x = (const T *)a->x + (long long)m0 * a->K;
-        long long y_row = EPI == DECODE_QKV_APPEND ? a->N / 3 : EPI == DECODE_LOGITS_ARGMAX ? a->ldy : a->N;
-        g.y = (T *)a->y + m0 * y_row;
-        if (a->slots) g.slots = a->slots + m0;
-        if (a->best) g.best = a->best + m0;
+        const decode_linear_args g = rows_of(a, m0, group, sizeof(T));
         switch (decode_rows_for(g.M)) {
         case 1: launch_decode_rows<T, 1, EPI>(&g); break;
         case 2: launch_decode_rows<T, 2, EPI>(&g); break;
@@ -315,20 +326,268 @@ static const char *launch_decode_linear(const decode_linear_args *a)
 }
 
 /* ------------------------------------------------------------------------ */
+/* 3-64 rows: the batch's rows in shared memory, the weights on tensor cores  */
+/* ------------------------------------------------------------------------ */
+
+/** @brief Warps of the batch linear: (tiles of 16 rows) × (slices of K). At 1-16 rows 8 warps, each K / 8; from 17
+ *         rows 16, so that each warp's chain of mma and the chunk's sums stay short (at 1 tile 16 warps measured
+ *         slower: 16 slices' sums to add). */
+static __host__ __device__ constexpr int batch_warps(int m_tiles) { return m_tiles == 1 ? 8 : 16; }
+/** @brief The widest input row the batch linear holds: K = C = 768 (QKV, fc, the LM head): 3 16-byte pieces a lane,
+ *         and a warp's A fragments stay in registers. */
+#define BATCH_MAX_K 768
+/** @brief Outputs a chunk of the ring holds: two mma tiles of 8, so that each warp has two independent products. */
+#define BATCH_CHUNK 16
+/** @brief Halves after each row in shared memory: rows of 768 + 8 halves are 1552 bytes apart, 16 modulo 128, so
+ *         the 8 row addresses of an ldmatrix fall on all 32 banks. */
+#define BATCH_PAD 8
+/** @brief Most chunks (24 KB each at K = 768) a block's ring holds. */
+#define BATCH_MAX_STAGES 8
+
+/** @brief cp.async.wait_group with a count known at run time: the ring's depth depends on the GPU's shared memory. */
+static __device__ __forceinline__ void cp_async_wait_pending(int n)
+{
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    default: cp_async_wait<BATCH_MAX_STAGES - 2>(); break;
+    }
+}
+
+/**
+ * @brief v2's linear for a decode batch of 3-64 rows whose outputs need
+ *        nothing but themselves (QKV, fc, the LM head; fp16, sm_80): y =
+ *        epilogue(x·W + bias), x already normalised, W transposed ([N][K]), K
+ *        at most BATCH_MAX_K.
+ *
+ * The whole batch's input, 64 rows of 768 fp16 values, is 96 KB: it fits in
+ * one block's shared memory beside a ring of weights. So every block
+ *  - requests its first chunks of weights (cp.async, 16 outputs' rows of Wᵀ a
+ *    chunk) before it waits for the kernel before;
+ *  - loads all the rows at once and stores them in shared memory;
+ *  - keeps its warp's A fragments (16 rows × its slice of K) in registers;
+ *  - per chunk: one ldmatrix of B and two mma a 16 of K (four chains of
+ *    accumulators), the slices' sums added in shared memory, the epilogue on
+ *    the spot, the chunk's slot refilled.
+ * A block's outputs are one run of Wᵀ; the blocks are one wave. No K split over
+ * blocks and no partial sums in memory: a layer is one kernel, its epilogue
+ * included. One block holds an SM, and no other block hides its latencies, so
+ * the kernel keeps every chain short: 16 warps from 17 rows, each warp of a
+ * tile finishing a share of its outputs (the LM head 56.0 against 49.3 µs at
+ * 64 rows when one warp a tile finished them all, ncu, H200), the copies'
+ * addresses and the K/V slots worked out once.
+ */
+template <int M_TILES, decode_epilogue EPI>
+__global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
+    decode_batch_linear(decode_linear_args a, int cols_per_block, int stages)
+{
+    constexpr int WARPS = batch_warps(M_TILES), K_SLICES = WARPS / M_TILES, MAX_KK = BATCH_MAX_K / 16 / K_SLICES;
+    constexpr int ROWS_PER_WARP = M_TILES * 16 / WARPS, LANE_PIECES = BATCH_MAX_K / 8 / 32;
+    constexpr int PIECES = BATCH_CHUNK * BATCH_MAX_K / 8 / (WARPS * 32); /* a chunk's 16-byte copies a thread */
+    constexpr int VALS = 8 / K_SLICES; /* a lane's outputs of a chunk that its warp finishes: 2 or 1 */
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int M = a.M, K = a.K, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
+    __half *rows = reinterpret_cast<__half *>(smem);                                    /* [16·M_TILES][ldk] */
+    __half *ring = rows + 16 * M_TILES * ldk;                                            /* [stages][16][ldk] */
+    float4 *part = reinterpret_cast<float4 *>(ring + (size_t)stages * BATCH_CHUNK * ldk); /* [K_SLICES][M_TILES][2][32] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int mt = warp % M_TILES, ks = warp / M_TILES; /* this warp's 16 rows and slice of K */
+    const int kk0 = ks * k16 / K_SLICES, kk1 = (ks + 1) * k16 / K_SLICES;
+    const int n0 = blockIdx.x * cols_per_block, n1 = min(a.N, n0 + cols_per_block);
+    const int chunks = (n1 - n0 + BATCH_CHUNK - 1) / BATCH_CHUNK;
+    const __half *W = static_cast<const __half *>(a.w_t);
+
+    /* this thread's pieces of every chunk: row j of the chunk, inputs k … k + 7 (the divisions done once) */
+    int piece_j[PIECES], piece_k[PIECES];
+#pragma unroll
+    for (int q = 0; q < PIECES; ++q) {
+        const int i = threadIdx.x + q * WARPS * 32;
+        piece_j[q] = i / (2 * k16), piece_k[q] = i % (2 * k16) * 8;
+    }
+    auto request = [&](int c) { /* chunk c's weights into slot c % stages, zeros past n1 and K */
+        if (c < chunks) {
+            __half *slot = ring + (size_t)(c % stages) * BATCH_CHUNK * ldk;
+            const int nc = n0 + BATCH_CHUNK * c;
+#pragma unroll
+            for (int q = 0; q < PIECES; ++q) {
+                const int j = piece_j[q], k = piece_k[q];
+                const bool real = j < BATCH_CHUNK && nc + j < n1 && k < K;
+                if (j < BATCH_CHUNK) cp_async_16(slot + j * ldk + k, real ? W + (long long)(nc + j) * K + k : W, real ? 16 : 0);
+            }
+        }
+        cp_async_commit(); /* one group a chunk, empty past the last: the waits below count groups */
+    };
+    for (int c = 0; c < stages - 1; ++c) request(c); /* the weights do not depend on the kernel before */
+    wb_dependent_launch_sync();
+
+    /* the rows: warp w takes rows w, w + WARPS, …, lane l their pieces l, l + 32, l + 64; all loads issued at once */
+    uint4 raw[ROWS_PER_WARP][LANE_PIECES];
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_WARP; ++r)
+#pragma unroll
+        for (int j = 0; j < LANE_PIECES; ++j) {
+            const int m = warp + WARPS * r, k = (lane + 32 * j) * 8;
+            raw[r][j] = m < M && k < K ? __ldg(reinterpret_cast<const uint4 *>(static_cast<const __half *>(a.x) +
+                                                                              (long long)m * K + k))
+                                       : make_uint4(0, 0, 0, 0); /* zeros past M and K: the tiles' padding */
+        }
+    /* QKV: where the K and V of the row this lane finishes go in stage 08's pools, [page][head][offset][d], but the head */
+    const int C = a.N / 3, d = EPI == DECODE_QKV_APPEND ? C / a.H : 1;
+    /* a lane's 8 outputs of a chunk are acc[j][2h + e]: output 8j + 2t + e of the chunk, row mt·16 + g + 8h. This
+     * warp finishes VALS of them, from v = ks·VALS: one row, and outputs col, col + 1 */
+    const int v0 = ks * VALS, vj = v0 / 4, vh = v0 / 2 % 2, ve = v0 % 2, m = mt * 16 + g + 8 * vh;
+    long long kv_row = 0;
+    if (EPI == DECODE_QKV_APPEND) {
+        const long long slot = m < M ? a.slots[m] : 0;
+        kv_row = slot / a.block_size * a.H * a.block_size * d + slot % a.block_size * d;
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_WARP; ++r)
+#pragma unroll
+        for (int j = 0; j < LANE_PIECES; ++j) {
+            const int k = (lane + 32 * j) * 8;
+            if (k < 16 * k16) *reinterpret_cast<uint4 *>(rows + (warp + WARPS * r) * ldk + k) = raw[r][j];
+        }
+    __syncthreads();
+    unsigned afrag[MAX_KK][4]; /* loaded once: every chunk multiplies the same rows */
+#pragma unroll
+    for (int i = 0; i < MAX_KK; ++i)
+        if (kk0 + i < kk1) ldmatrix_x4(afrag[i], rows + (mt * 16 + lane % 16) * ldk + (kk0 + i) * 16 + lane / 16 * 8);
+
+    unsigned long long best = 0; /* row m's best (value, token) key */
+    for (int c = 0; c < chunks; ++c) {
+        const int nc = n0 + BATCH_CHUNK * c, col = nc + 8 * vj + 2 * t + ve;
+        float bias[VALS] = {};
+        if (a.bias) /* requested before the wait: they land while the chunk does */
+#pragma unroll
+            for (int u = 0; u < VALS; ++u)
+                if (col + u < n1) bias[u] = __ldg(a.bias + col + u);
+        cp_async_wait_pending(stages - 2); /* chunk c has landed; the later ones may still be in flight */
+        __syncthreads();                   /* every thread's copies are visible, and chunk c − 1 is done with */
+        request(c + stages - 1);           /* into chunk c − 1's slot */
+        const __half *w = ring + (size_t)(c % stages) * BATCH_CHUNK * ldk;
+        float acc[2][2][4] = {}; /* [k step parity][tile]: four independent chains */
+#pragma unroll
+        for (int i = 0; i < MAX_KK; ++i)
+            if (kk0 + i < kk1) { /* B: outputs 0-7 then 8-15 of the chunk, k and k + 8 of each */
+                unsigned b[4];
+                ldmatrix_x4(b, w + (lane / 16 * 8 + lane % 8) * ldk + (kk0 + i) * 16 + lane / 8 % 2 * 8);
+                mma_16x8x16(acc[i % 2][0], afrag[i], b[0], b[1]);
+                mma_16x8x16(acc[i % 2][1], afrag[i], b[2], b[3]);
+            }
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[0][j][v] += acc[1][j][v];
+        /* the slices' sums meet in shared memory, and each warp of a tile finishes 8 / K_SLICES of its lanes' 8
+         * outputs, so that the epilogue's chain is spread over all the warps */
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj)
+            part[((ks * M_TILES + mt) * 2 + jj) * 32 + lane] =
+                make_float4(acc[0][jj][0], acc[0][jj][1], acc[0][jj][2], acc[0][jj][3]);
+        __syncthreads();
+        float out[VALS] = {};
+        for (int sl = 0; sl < K_SLICES; ++sl) {
+            const float *p = reinterpret_cast<const float *>(part + ((sl * M_TILES + mt) * 2 + vj) * 32 + lane) + 2 * vh + ve;
+#pragma unroll
+            for (int u = 0; u < VALS; ++u) out[u] += p[u];
+        }
+        if (m >= M) continue;
+        if (EPI == DECODE_QKV_APPEND) { /* a chunk of 16 lies in one of q, k, v and in one head (d a multiple of 16) */
+            const int which = nc / C, cc = col - which * C, head = (nc - which * C) / d;
+            __half *dst = which == 0 ? (__half *)a.y + (long long)m * C + cc
+                                     : (__half *)(which == 1 ? a.k_pool : a.v_pool) + kv_row +
+                                           (long long)head * a.block_size * d + cc - head * d;
+            if (VALS == 2)
+                *reinterpret_cast<__half2 *>(dst) = __floats2half2_rn(out[0] + bias[0], out[VALS - 1] + bias[VALS - 1]);
+            else
+                *dst = __float2half_rn(out[0] + bias[0]);
+        } else {
+#pragma unroll
+            for (int u = 0; u < VALS; ++u)
+                if (col + u < n1) decode_epilogue_apply<__half, EPI>(a, m, col + u, out[u] + bias[u], 0.0f, best);
+        }
+    }
+    if (EPI == DECODE_LOGITS_ARGMAX) { /* the row's best over the 4 lanes that share it, one atomic each */
+        for (int offset = 1; offset < 4; offset *= 2) {
+            unsigned long long other = __shfl_xor_sync(0xffffffffu, best, offset);
+            best = other > best ? other : best;
+        }
+        if (t == 0 && m < M) atomicMax(a.best + m, best);
+    }
+    cp_async_wait<0>(); /* the empty groups past the last chunk */
+}
+
+/** @brief Shared memory of the batch linear: the rows of M_TILES tiles, a ring of `stages` chunks, the slices' sums. */
+static size_t batch_smem_bytes(int m_tiles, int K, int stages)
+{
+    const size_t ldk = (size_t)(K + 15) / 16 * 16 + BATCH_PAD;
+    return (16 * (size_t)m_tiles + BATCH_CHUNK * (size_t)stages) * ldk * sizeof(__half) +
+           (size_t)batch_warps(m_tiles) * 2 * 32 * sizeof(float4);
+}
+
+/** @brief Launch one instantiation for up to 16·M_TILES rows: one wave of blocks, each a run of 16-output chunks. */
+template <int M_TILES, decode_epilogue EPI>
+static void launch_batch_tiles(const decode_linear_args *a, size_t limit)
+{
+    auto kernel = decode_batch_linear<M_TILES, EPI>;
+    static size_t allowed = 0; /* raised once per instantiation (the limit is the GPU's) */
+    if (allowed < limit) {
+        WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit));
+        allowed = limit;
+    }
+    int sms;
+    wb_current_gpu(NULL, &sms);
+    const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK, per_block = (out_chunks + sms - 1) / sms;
+    const size_t per_stage = batch_smem_bytes(M_TILES, a->K, 1) - batch_smem_bytes(M_TILES, a->K, 0);
+    int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0)) / per_stage);
+    stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
+    wb_launch_config launch;
+    cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3((unsigned)((out_chunks + per_block - 1) / per_block)),
+                                                    dim3(batch_warps(M_TILES) * 32), batch_smem_bytes(M_TILES, a->K, stages),
+                                                    a->dependent_launch);
+    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, BATCH_CHUNK * per_block, stages));
+    WB_CHECK_LAUNCH("decode_batch_linear");
+}
+
+/** @brief All M rows: in groups of the most rows (64, 32 or 16) whose tiles and two chunks fit the GPU's shared
+ *         memory (all 64 from an A100 on), each with the instantiation of the fewest tiles that holds it. */
+template <decode_epilogue EPI>
+static const char *launch_batch_linear(const decode_linear_args *a)
+{
+    const size_t limit = decode_max_smem();
+    int group = 64;
+    while (group > 16 && batch_smem_bytes(group / 16, a->K, 2) > limit) group /= 2;
+    if (batch_smem_bytes(group / 16, a->K, 2) > limit) return "batch decode linear: 16 rows do not fit in shared memory";
+    for (int m0 = 0; m0 < a->M; m0 += group) {
+        const decode_linear_args g = rows_of(a, m0, group, sizeof(__half));
+        if (g.M <= 16) launch_batch_tiles<1, EPI>(&g, limit);
+        else if (g.M <= 32) launch_batch_tiles<2, EPI>(&g, limit);
+        else launch_batch_tiles<4, EPI>(&g, limit);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
 /* 3-64 rows: v1's skinny linear, the epilogue in its second pass            */
 /* ------------------------------------------------------------------------ */
 
 /**
- * @brief The second pass of a decode batch's linear: row m's outputs, the K
- *        chunks added, through v2's epilogue. The warps' dot products above
- *        issue instructions in proportion to the rows, and past 8 rows
- *        would read W once per 8; the skinny linear (tensor cores, one
- *        64-row tile, K split, v1's) takes 64 rows for the instructions of
- *        one and reads W once. From 3 rows it is the faster, and its second
- *        pass, which must add the chunks anyway, is where the epilogue goes.
+ * @brief The second pass of the skinny linear (tensor cores, one 64-row tile,
+ *        K split over blocks, v1's) for a decode batch: row m's outputs, the K
+ *        chunks added, through v2's epilogue. proj and fc-proj take it: each
+ *        ends with the residual add and the next LayerNorm, which needs a
+ *        whole row (and fc-proj's 4C inputs a row would not fit in shared
+ *        memory beside its weights); so do the other linears past
+ *        BATCH_MAX_K inputs.
  *
  * A LayerNorm cannot be the prologue of a GEMM that streams its rows into
- * the tensor cores. It moves to the end of the residual add before it: with
+ * the tensor cores, and every block of the batch linear would normalise all
+ * the rows again. It moves to the end of the residual add before it: with
  * ln_next, one block holds the whole row (gridDim.x is 1, a thread an
  * output), adds the residual, and writes the new row normalised for the next
  * linear. Block (x, m) takes output x·blockDim.x + threadIdx.x of row m.
@@ -399,12 +658,23 @@ static const char *launch_decode_batch(const decode_linear_args *a, const decode
     return NULL;
 }
 
-/** @brief The batch path (3-64 rows in the engine): what it needs, then its launch. */
+/** @brief The batch path (3-64 rows in the engine): the batch linear, or the skinny linear and its second pass. */
 static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *b)
 {
-    if (dtype != WB_F16 || !b->w || !b->partials || a->ln_w)
-        return "fused decode linear: the batch path needs fp16, W as [K][N], the partials' room, and rows already "
-               "normalised (no ln_w)";
+    int cc;
+    wb_current_gpu(&cc, NULL);
+    if (dtype != WB_F16 || cc < 80 || a->ln_w)
+        return "fused decode linear: the batch path needs fp16, sm_80 (cp.async, mma.sync m16n8k16) and rows "
+               "already normalised (no ln_w)";
+    /* the linears whose outputs need nothing but themselves take the batch linear (QKV's chunks of 16 in one head) */
+    const bool own_epilogue = a->epilogue != DECODE_RESIDUAL && a->K <= BATCH_MAX_K &&
+                              (a->epilogue != DECODE_QKV_APPEND || (a->N / 3 / a->H) % BATCH_CHUNK == 0);
+    if (own_epilogue) switch (a->epilogue) {
+        case DECODE_QKV_APPEND: return launch_batch_linear<DECODE_QKV_APPEND>(a);
+        case DECODE_GELU: return launch_batch_linear<DECODE_GELU>(a);
+        default: return launch_batch_linear<DECODE_LOGITS_ARGMAX>(a);
+        }
+    if (!b->w || !b->partials) return "fused decode linear: the skinny linear needs W as [K][N] and the partials' room";
     if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))
         return "fused decode linear: ln_next needs its gain and shift";
     switch (a->epilogue) {

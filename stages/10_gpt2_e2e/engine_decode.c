@@ -34,7 +34,7 @@
 static const char *decode_kernels_fused(gpt2_engine *e, int n);
 
 /** Whether a decode step of n sequences takes v2's fused kernels (else v1's): up to 8 rows, and in fp16 on sm_80+
- *  up to 64 (the skinny linear with v2's epilogues, from DECODE_BATCH_MIN_ROWS rows). */
+ *  up to 64 (v2's batch path, from DECODE_BATCH_MIN_ROWS rows). */
 static int fused_step(const gpt2_engine *e, int n)
 {
     return e->fused_decode && (n <= DECODE_MAX_ROWS || (e->skinny_linear && n <= SKINNY_MAX_ROWS));
@@ -154,9 +154,11 @@ static const char *decode_kernels(gpt2_engine *e, int n)
  * the final LayerNorm and the argmax fused in (its keys start at zero: the
  * memset). On sm_90 each linear starts as a programmatic dependent of the
  * kernel before it: its first weights stream while that kernel finishes.
- * From 3 rows in fp16 on sm_80 (`batch`) each linear is the skinny linear and
- * its second pass, and a LayerNorm is the end of the residual add before it
- * (ln_next): the linears after it read the normalised rows from e->ln.
+ * From 3 rows in fp16 on sm_80 (`batch`) the linears run on tensor cores: QKV,
+ * fc and the head as the batch linear (every block holds all the rows), proj
+ * and fc-proj as the skinny linear and its second pass, which ends the
+ * residual add with the next LayerNorm (ln_next): QKV, fc and the head read
+ * the normalised rows from e->ln.
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
@@ -192,7 +194,8 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
                                      .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
                                      .dependent_launch = e->dependent_launch};
-        /* the batch path: the skinny linear's weights and room; proj and fc-proj end with the next LayerNorm */
+        /* the batch path: the skinny linear's weights and room (QKV, fc, the head: used past K 768 only); proj and
+         * fc-proj end with the next LayerNorm */
         decode_batch_args proj_b = {e->proj_w[l], ws, wsf, e->ln2_w[l], e->ln2_b[l], e->ln},
                           fc_b = {.w = e->fc_w[l], .partials = ws, .partials_floats = wsf},
                           fcproj_b = {e->fcproj_w[l], ws, wsf, next_w, next_b, e->ln};

@@ -100,9 +100,9 @@ size_t gpt2_skinny_workspace_floats(int N, int K);
 
 /** @brief Most rows (sequences) the fused decode linear's own dot products take. */
 #define DECODE_MAX_ROWS 8
-/** @brief Fewest rows v2 gives the skinny linear (fp16, sm_80): from 3 rows it beats the warps' dot products, whose
- *         instructions grow with the rows while the skinny linear's tensor cores take 64 rows at the same cost (the
- *         page's measured crossover). */
+/** @brief Fewest rows v2 gives its batch path (fp16, sm_80): from 3 rows tensor cores beat the warps' dot products,
+ *         whose instructions grow with the rows while one mma.sync takes 16 rows at the same cost (the page's
+ *         measured crossover). */
 #define DECODE_BATCH_MIN_ROWS 3
 
 /** @brief What the fused decode linear does with each output y[m][n] = Σ_k x[m][k]·W[k][n] + bias[n]. */
@@ -142,9 +142,9 @@ typedef struct {
     int dependent_launch;     /**< 1: launched as a programmatic dependent of the kernel before (sm_90) */
 } decode_linear_args;
 
-/** @brief What the fused decode linear needs on the skinny linear (fp16, sm_80; 3-64 rows in the engine): its
- *         weights and room, and the LayerNorm that ends a residual add (x of the linears after it, which take no
- *         ln_w). */
+/** @brief What the fused decode linear's batch path needs (fp16, sm_80; 3-64 rows in the engine) where it runs the
+ *         skinny linear: its weights and room, and the LayerNorm that ends a residual add (x of the linears after
+ *         it, which take no ln_w). */
 typedef struct {
     const void *w;            /**< [K][N] the weights as the skinny linear reads them (the head: [K][ldy]) */
     float *partials;          /**< its fp32 partial sums, gpt2_skinny_workspace_floats(N, K) */
@@ -156,8 +156,9 @@ typedef struct {
 
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. With batch NULL, up to
  *         DECODE_MAX_ROWS rows, the warps' dot products with the LayerNorm as prologue; with batch (fp16, sm_80, up
- *         to 64 rows), the skinny linear with the epilogue in its second pass (its weights, room, the LayerNorm
- *         after). */
+ *         to 64 rows normalised already), the batch linear on tensor cores (QKV, GELU and argmax epilogues, up to
+ *         768 inputs), else the skinny linear with the epilogue in its second pass (batch's weights, room, the
+ *         LayerNorm after). */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *batch);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */

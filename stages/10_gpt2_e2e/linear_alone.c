@@ -28,6 +28,7 @@ typedef struct {
     int K;              /**< inputs per row */
     int fused;          /**< 0: v1's small-M linear (W as [K][N]); 1: v2's decode linear (W as [N][K]); 2: the exercise slot's (the same) */
     int with_ln;        /**< v2 only: LayerNorm of x first (its prologue) */
+    int batch;          /**< v2 only: its batch path (3-64 rows, fp16, sm_80: the batch linear) */
     float *ref;         /**< host: the reference (fp32; rounded to fp16 for fp16 storage) */
     float *got;         /**< host: the GPU's result as fp32 */
     uint16_t *got16;    /**< host: the GPU's fp16 result */
@@ -114,7 +115,8 @@ static const char *run(void *ctx)
     decode_linear_args a = {.epilogue = DECODE_GELU, .x = p->dx, .ln_w = p->with_ln ? p->dgain : NULL,
                             .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
                             .M = p->M, .N = p->N, .K = p->K};
-    return p->fused == 2 ? gpt2_decode_linear_exercise(p->dtype, &a) : gpt2_decode_linear(p->dtype, &a, NULL);
+    decode_batch_args none = {0}; /* the batch linear needs nothing of the skinny linear's */
+    return p->fused == 2 ? gpt2_decode_linear_exercise(p->dtype, &a) : gpt2_decode_linear(p->dtype, &a, p->batch ? &none : NULL);
 }
 
 /** One checked run: y poisoned, run, compared with the reference. */
@@ -141,16 +143,18 @@ static const char *const ids[] = {"v1", "v2", "ex"};
 
 /**
  * One case of the check, twice (a second run must work too), with the fused
- * kernel's shared memory capped at smem_cap bytes (0: the GPU's own limit).
+ * kernel's shared memory capped at smem_cap bytes (0: the GPU's own limit), on
+ * its batch path with `batch`.
  * Returns 1 when it fails; a refusal is a failure: these shapes are in the contract.
  */
-static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, size_t smem_cap, uint64_t seed)
+static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, int batch, size_t smem_cap, uint64_t seed)
 {
     linear_alone p;
     problem_init(&p, dtype, M, N, K, v, ln, seed);
+    p.batch = batch;
     char what[96];
     snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s%s", wb_dtype_name(dtype), M, K, N,
-             ln ? ", LayerNorm first" : "", smem_cap ? ", 64 KB a block" : "");
+             ln ? ", LayerNorm first" : "", batch ? ", batch path" : smem_cap ? ", 64 KB a block" : "");
     printf("  %-58s", what);
     gpt2_decode_linear_smem_cap(smem_cap);
     int ok = wb_check_variant(ids[v], run_and_check, &p, 2);
@@ -169,6 +173,7 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
     /* odd N; K a multiple of 8 but not of a round of v2's loads (1024 fp32, 2048 fp16 values), nor of 256 */
     static const int shapes[][2] = {{776, 2309}, {3080, 771}}; /* K, N */
     static const int rows[] = {1, 2, 3, 5, 8}; /* v2 instantiates 1, 2, 4 and 8 rows: 3 and 5 pad with zeros */
+    static const int batch_rows[] = {3, 17, 33, 64};
     int failed = 0;
     for (int v = 0; v < 2; ++v)
         for (int f = 0; f < 2; ++f) {
@@ -177,15 +182,20 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
                 for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r)
                     for (int ln = 0; ln <= v; ++ln, ++*checks)
-                        failed += check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 1000 + 10 * s + r);
+                        failed += check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 0, 1000 + 10 * s + r);
             if (v == 1 && !f) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block: in groups */
-                failed += check_case(v, dtype, 8, 771, 3080, 1, 64 * 1024, 1100), ++*checks;
+                failed += check_case(v, dtype, 8, 771, 3080, 1, 0, 64 * 1024, 1100), ++*checks;
+            int cc;
+            wb_current_gpu(&cc, NULL);
+            if (v == 1 && f && cc >= 80) /* its batch path: 1, 2 and 4 tiles of 16 rows, K 760 not a multiple of 16 */
+                for (size_t r = 0; r < sizeof batch_rows / sizeof batch_rows[0]; ++r, ++*checks)
+                    failed += check_case(v, dtype, batch_rows[r], 771, 760, 0, 1, 0, 1200 + r);
         }
     /* the exercise slot (exercise.cu): v2's shapes and rows, LayerNorm first, fp32 */
     if ((variant < 0 || variant == EXERCISE_VARIANT) && chosen(dtype_choice, WB_F32))
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
             for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r) {
-                int f = check_case(2, WB_F32, rows[r], shapes[s][1], shapes[s][0], 1, 0, 1000 + 10 * s + r);
+                int f = check_case(2, WB_F32, rows[r], shapes[s][1], shapes[s][0], 1, 0, 0, 1000 + 10 * s + r);
                 if (f < 0) return failed; /* not written yet: said once */
                 failed += f, ++*checks;
             }
