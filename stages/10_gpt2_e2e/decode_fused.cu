@@ -293,7 +293,9 @@ static decode_linear_args rows_of(const decode_linear_args *a, int m0, int group
     decode_linear_args g = *a;
     g.M = a->M - m0 < group ? a->M - m0 : group;
     g.x = (const char *)a->x + (size_t)m0 * a->K * elem;
-    const size_t y_row = a->epilogue == DECODE_QKV_APPEND ? a->N / 3 : a->epilogue == DECODE_LOGITS_ARGMAX ? a->ldy : a->N;
+    const size_t y_row = a->epilogue == DECODE_QKV_APPEND      ? a->N / 3 /* q only: k and v go to the pools */
+                         : a->epilogue == DECODE_LOGITS_ARGMAX ? a->ldy
+                                                               : a->N;
     g.y = (char *)a->y + (size_t)m0 * y_row * elem;
     if (a->slots) g.slots = a->slots + m0;
     if (a->best) g.best = a->best + m0;
@@ -393,7 +395,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     const int M = a.M, K = a.K, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
     __half *rows = reinterpret_cast<__half *>(smem);                                    /* [16·M_TILES][ldk] */
     __half *ring = rows + 16 * M_TILES * ldk;                                            /* [stages][16][ldk] */
-    float4 *part = reinterpret_cast<float4 *>(ring + (size_t)stages * BATCH_CHUNK * ldk); /* [K_SLICES][M_TILES][2][32] */
+    float4 *part = reinterpret_cast<float4 *>(ring + (size_t)stages * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int mt = warp % M_TILES, ks = warp / M_TILES; /* this warp's 16 rows and slice of K */
     const int kk0 = ks * k16 / K_SLICES, kk1 = (ks + 1) * k16 / K_SLICES;
@@ -416,7 +418,8 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
             for (int q = 0; q < PIECES; ++q) {
                 const int j = piece_j[q], k = piece_k[q];
                 const bool real = j < BATCH_CHUNK && nc + j < n1 && k < K;
-                if (j < BATCH_CHUNK) cp_async_16(slot + j * ldk + k, real ? W + (long long)(nc + j) * K + k : W, real ? 16 : 0);
+                if (j < BATCH_CHUNK)
+                    cp_async_16(slot + j * ldk + k, real ? W + (long long)(nc + j) * K + k : W, real ? 16 : 0);
             }
         }
         cp_async_commit(); /* one group a chunk, empty past the last: the waits below count groups */
@@ -435,11 +438,11 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
                                                                               (long long)m * K + k))
                                        : make_uint4(0, 0, 0, 0); /* zeros past M and K: the tiles' padding */
         }
-    /* QKV: where the K and V of the row this lane finishes go in stage 08's pools, [page][head][offset][d], but the head */
-    const int C = a.N / 3, d = EPI == DECODE_QKV_APPEND ? C / a.H : 1;
     /* a lane's 8 outputs of a chunk are acc[j][2h + e]: output 8j + 2t + e of the chunk, row mt·16 + g + 8h. This
      * warp finishes VALS of them, from v = ks·VALS: one row, and outputs col, col + 1 */
     const int v0 = ks * VALS, vj = v0 / 4, vh = v0 / 2 % 2, ve = v0 % 2, m = mt * 16 + g + 8 * vh;
+    /* QKV: where row m's K and V go in stage 08's pools, [page][head][offset][d], but for the head */
+    const int C = a.N / 3, d = EPI == DECODE_QKV_APPEND ? C / a.H : 1;
     long long kv_row = 0;
     if (EPI == DECODE_QKV_APPEND) {
         const long long slot = m < M ? a.slots[m] : 0;
@@ -492,7 +495,8 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
         __syncthreads();
         float out[VALS] = {};
         for (int sl = 0; sl < K_SLICES; ++sl) {
-            const float *p = reinterpret_cast<const float *>(part + ((sl * M_TILES + mt) * 2 + vj) * 32 + lane) + 2 * vh + ve;
+            const float *p =
+                reinterpret_cast<const float *>(part + ((sl * M_TILES + mt) * 2 + vj) * 32 + lane) + 2 * vh + ve;
 #pragma unroll
             for (int u = 0; u < VALS; ++u) out[u] += p[u];
         }
@@ -546,10 +550,10 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit)
     const size_t per_stage = batch_smem_bytes(M_TILES, a->K, 1) - batch_smem_bytes(M_TILES, a->K, 0);
     int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0)) / per_stage);
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
+    const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block)), block(batch_warps(M_TILES) * 32);
     wb_launch_config launch;
-    cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, dim3((unsigned)((out_chunks + per_block - 1) / per_block)),
-                                                    dim3(batch_warps(M_TILES) * 32), batch_smem_bytes(M_TILES, a->K, stages),
-                                                    a->dependent_launch);
+    cudaLaunchConfig_t *cfg =
+        wb_launch_config_init(&launch, grid, block, batch_smem_bytes(M_TILES, a->K, stages), a->dependent_launch);
     WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, BATCH_CHUNK * per_block, stages));
     WB_CHECK_LAUNCH("decode_batch_linear");
 }
@@ -562,7 +566,8 @@ static const char *launch_batch_linear(const decode_linear_args *a)
     const size_t limit = decode_max_smem();
     int group = 64;
     while (group > 16 && batch_smem_bytes(group / 16, a->K, 2) > limit) group /= 2;
-    if (batch_smem_bytes(group / 16, a->K, 2) > limit) return "batch decode linear: 16 rows do not fit in shared memory";
+    if (batch_smem_bytes(group / 16, a->K, 2) > limit)
+        return "batch decode linear: 16 rows and two chunks of weights do not fit in shared memory";
     for (int m0 = 0; m0 < a->M; m0 += group) {
         const decode_linear_args g = rows_of(a, m0, group, sizeof(__half));
         if (g.M <= 16) launch_batch_tiles<1, EPI>(&g, limit);

@@ -116,7 +116,8 @@ static const char *run(void *ctx)
                             .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
                             .M = p->M, .N = p->N, .K = p->K};
     decode_batch_args none = {0}; /* the batch linear needs nothing of the skinny linear's */
-    return p->fused == 2 ? gpt2_decode_linear_exercise(p->dtype, &a) : gpt2_decode_linear(p->dtype, &a, p->batch ? &none : NULL);
+    if (p->fused == 2) return gpt2_decode_linear_exercise(p->dtype, &a);
+    return gpt2_decode_linear(p->dtype, &a, p->batch ? &none : NULL);
 }
 
 /** One checked run: y poisoned, run, compared with the reference. */
@@ -182,7 +183,8 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
                 for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r)
                     for (int ln = 0; ln <= v; ++ln, ++*checks)
-                        failed += check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 0, 1000 + 10 * s + r);
+                        failed +=
+                            check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 0, 1000 + 10 * s + r);
             if (v == 1 && !f) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block: in groups */
                 failed += check_case(v, dtype, 8, 771, 3080, 1, 0, 64 * 1024, 1100), ++*checks;
             int cc;
