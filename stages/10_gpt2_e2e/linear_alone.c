@@ -34,6 +34,7 @@ typedef struct {
     uint16_t *got16;    /**< host: the GPU's fp16 result */
     void *dx;           /**< device x [M][K] */
     void *dw;           /**< device W, [K][N] or [N][K] */
+    void *dw_kn;        /**< v2's batch path: W as [K][N] too, for the skinny linear past 768 inputs; or NULL */
     void *dy;           /**< device y [M][N] */
     float *db;          /**< device bias [N] */
     float *dgain;       /**< device LayerNorm gain [K] */
@@ -53,10 +54,11 @@ static void round_to_storage(float *x, size_t n, wb_dtype dtype)
     free(h);
 }
 
-static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, int fused, int with_ln, uint64_t seed)
+static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, int fused, int with_ln, int batch,
+                         uint64_t seed)
 {
     size_t x = (size_t)M * K, w = (size_t)K * N, y = (size_t)M * N;
-    *p = (linear_alone){.dtype = dtype, .M = M, .N = N, .K = K, .fused = fused, .with_ln = with_ln};
+    *p = (linear_alone){.dtype = dtype, .M = M, .N = N, .K = K, .fused = fused, .with_ln = with_ln, .batch = batch};
     float *hx = wb_host_alloc(x * 4, "x"), *hw = wb_host_alloc(w * 4, "W"), *hb = wb_host_alloc((size_t)N * 4, "b");
     float *hg = wb_host_alloc((size_t)K * 4, "gain"), *hs = wb_host_alloc((size_t)K * 4, "shift");
     /* GPT-2-like scales, as stage 04: x ~ U(−1, 1), W ~ U(−1, 1)/√K; LayerNorm around gain 1 */
@@ -75,7 +77,12 @@ static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, i
     p->dshift = wb_device_upload(hs, (size_t)K, WB_F32, "shift");
     p->dy = wb_device_alloc(y * wb_dtype_bytes(dtype), "y");
     p->ws_floats = gpt2_small_m_workspace_floats(N, K);
-    p->ws = wb_device_alloc(p->ws_floats * 4, "small-M workspace");
+    if (batch) { /* the skinny linear's W and partial sums */
+        p->dw_kn = wb_device_upload(hw, w, dtype, "W");
+        size_t skinny = gpt2_skinny_workspace_floats(N, K);
+        p->ws_floats = skinny > p->ws_floats ? skinny : p->ws_floats;
+    }
+    p->ws = wb_device_alloc(p->ws_floats * 4, "workspace");
     /* the reference: LayerNorm in fp32, rounded to the storage type as the GPU's prologue stores it (as
      * v1's LayerNorm kernel does), the product in float64 */
     float *xn = hx;
@@ -101,7 +108,7 @@ static void problem_init(linear_alone *p, wb_dtype dtype, int M, int N, int K, i
 
 static void problem_free(linear_alone *p)
 {
-    void *d[] = {p->dx, p->dw, p->dy, p->db, p->dgain, p->dshift, p->ws};
+    void *d[] = {p->dx, p->dw, p->dw_kn, p->dy, p->db, p->dgain, p->dshift, p->ws};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     free(p->ref), free(p->got), free(p->got16);
 }
@@ -115,9 +122,9 @@ static const char *run(void *ctx)
     decode_linear_args a = {.epilogue = DECODE_GELU, .x = p->dx, .ln_w = p->with_ln ? p->dgain : NULL,
                             .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
                             .M = p->M, .N = p->N, .K = p->K};
-    decode_batch_args none = {0}; /* the batch linear needs nothing of the skinny linear's */
+    decode_batch_args skinny = {.w = p->dw_kn, .partials = p->ws, .partials_floats = p->ws_floats}; /* past K 768 */
     if (p->fused == 2) return gpt2_decode_linear_exercise(p->dtype, &a);
-    return gpt2_decode_linear(p->dtype, &a, p->batch ? &none : NULL);
+    return gpt2_decode_linear(p->dtype, &a, p->batch ? &skinny : NULL);
 }
 
 /** One checked run: y poisoned, run, compared with the reference. */
@@ -151,8 +158,7 @@ static const char *const ids[] = {"v1", "v2", "ex"};
 static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, int batch, size_t smem_cap, uint64_t seed)
 {
     linear_alone p;
-    problem_init(&p, dtype, M, N, K, v, ln, seed);
-    p.batch = batch;
+    problem_init(&p, dtype, M, N, K, v, ln, batch, seed);
     char what[96];
     snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s%s", wb_dtype_name(dtype), M, K, N,
              ln ? ", LayerNorm first" : "", batch ? ", batch path" : smem_cap ? ", 64 KB a block" : "");
@@ -189,9 +195,13 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
                 failed += check_case(v, dtype, 8, 771, 3080, 1, 0, 64 * 1024, 1100), ++*checks;
             int cc;
             wb_current_gpu(&cc, NULL);
-            if (v == 1 && f && cc >= 80) /* its batch path: 1, 2 and 4 tiles of 16 rows, K 760 not a multiple of 16 */
-                for (size_t r = 0; r < sizeof batch_rows / sizeof batch_rows[0]; ++r, ++*checks)
+            if (v == 1 && f && cc >= 80) /* its batch path: the batch linear in 1, 2 and 4 tiles of 16 rows, K 760 (not
+                                            * a multiple of 16); past 768 inputs the skinny linear and its second pass
+                                            * (N a multiple of 8 there: its rows are copied 16 bytes at a time) */
+                for (size_t r = 0; r < sizeof batch_rows / sizeof batch_rows[0]; ++r, *checks += 2) {
                     failed += check_case(v, dtype, batch_rows[r], 771, 760, 0, 1, 0, 1200 + r);
+                    failed += check_case(v, dtype, batch_rows[r], 776, 1032, 0, 1, 0, 1300 + r);
+                }
         }
     /* the exercise slot (exercise.cu): v2's shapes and rows, LayerNorm first, fp32 */
     if ((variant < 0 || variant == EXERCISE_VARIANT) && chosen(dtype_choice, WB_F32))
@@ -223,7 +233,7 @@ void bench_linears_alone(const wb_device *dev, const wb_common_opts *opt, int dt
             for (int v = 0; v < 3; ++v) {
                 if (opt->variant >= 0 && opt->variant != (v == 2 ? EXERCISE_VARIANT : v)) continue;
                 linear_alone p;
-                problem_init(&p, dtype, 1, shapes[s].N, shapes[s].K, v, 0, 77 + s);
+                problem_init(&p, dtype, 1, shapes[s].N, shapes[s].K, v, 0, 0, 77 + s);
                 wb_row row = {.problem = problem, .size = size, .variant = ids[v], .what = what[v], .unit = "GB/s",
                               .roof = dev->copy_gbps};
                 wb_check_and_time(dev, opt, run, run_and_check, &p, &row);
