@@ -526,11 +526,13 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     cp_async_wait<0>(); /* the empty groups past the last chunk */
 }
 
+/** @brief Bytes of one row of K inputs in the batch linear's shared memory (an input row, or an output's weights). */
+static size_t batch_row_bytes(int K) { return ((size_t)(K + 15) / 16 * 16 + BATCH_PAD) * sizeof(__half); }
+
 /** @brief Shared memory of the batch linear: the rows of M_TILES tiles, a ring of `stages` chunks, the slices' sums. */
 static size_t batch_smem_bytes(int m_tiles, int K, int stages)
 {
-    const size_t ldk = (size_t)(K + 15) / 16 * 16 + BATCH_PAD;
-    return (16 * (size_t)m_tiles + BATCH_CHUNK * (size_t)stages) * ldk * sizeof(__half) +
+    return (16 * (size_t)m_tiles + BATCH_CHUNK * (size_t)stages) * batch_row_bytes(K) +
            (size_t)batch_warps(m_tiles) * 2 * 32 * sizeof(float4);
 }
 
@@ -547,8 +549,7 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit)
     int sms;
     wb_current_gpu(NULL, &sms);
     const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK, per_block = (out_chunks + sms - 1) / sms;
-    const size_t per_stage = batch_smem_bytes(M_TILES, a->K, 1) - batch_smem_bytes(M_TILES, a->K, 0);
-    int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0)) / per_stage);
+    int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0)) / (BATCH_CHUNK * batch_row_bytes(a->K)));
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
     const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block)), block(batch_warps(M_TILES) * 32);
     wb_launch_config launch;
@@ -703,7 +704,7 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, cons
         return "fused decode linear: the argmax epilogue needs best[] and ldy >= N";
     if (batch) return decode_linear_batch(dtype, a, batch);
     if (a->M > DECODE_MAX_ROWS)
-        return "fused decode linear: past 8 rows it needs the skinny linear's arguments (batch)";
+        return "fused decode linear: past 8 rows it needs the batch path's arguments (batch)";
     return dispatch(dtype, [&](auto t) -> const char * {
         using T = decltype(t);
         switch (a->epilogue) {

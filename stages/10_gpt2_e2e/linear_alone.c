@@ -181,7 +181,8 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
     static const int shapes[][2] = {{776, 2309}, {3080, 771}}; /* K, N */
     static const int rows[] = {1, 2, 3, 5, 8}; /* v2 instantiates 1, 2, 4 and 8 rows: 3 and 5 pad with zeros */
     static const int batch_rows[] = {3, 17, 33, 64};
-    int failed = 0;
+    int failed = 0, cc;
+    wb_current_gpu(&cc, NULL);
     for (int v = 0; v < 2; ++v)
         for (int f = 0; f < 2; ++f) {
             const wb_dtype dtype = f ? WB_F16 : WB_F32;
@@ -193,8 +194,6 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
                             check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 0, 1000 + 10 * s + r);
             if (v == 1 && !f) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block: in groups */
                 failed += check_case(v, dtype, 8, 771, 3080, 1, 0, 64 * 1024, 1100), ++*checks;
-            int cc;
-            wb_current_gpu(&cc, NULL);
             if (v == 1 && f && cc >= 80) /* its batch path: the batch linear in 1, 2 and 4 tiles of 16 rows, K 760 (not
                                             * a multiple of 16); past 768 inputs the skinny linear and its second pass
                                             * (N a multiple of 8 there: its rows are copied 16 bytes at a time) */
