@@ -349,9 +349,9 @@ static int check_long_contexts(const gpt2_model *m, int v, wb_dtype dtype, const
 /**
  * (7) Batches past the persistent step's 8 rows, as the serving table's: 33 and 64 sequences with prompts of 1-40
  * seeded tokens (prefilled 8 at a time), two decode steps fed seeded tokens, every sequence's logits against the
- * reference's cached step. Past 8 sequences v2-v5 run v2's kernels (fp16 from sm_80: the skinny linear with v2's
- * epilogues) or v1's (engine_step_path). Under the sanitizers 9 sequences, once: the same kernels, at a fraction of
- * racecheck's time.
+ * reference's cached step. Past 8 sequences v2-v5 run v2's kernels (fp16 from sm_80: its batch path, the
+ * LayerNorms folded into QKV and fc) or v1's (engine_step_path). Under the sanitizers 9 sequences, once: the same
+ * kernels, at a fraction of racecheck's time.
  */
 static int check_large_batches(const gpt2_model *m, int v, wb_dtype dtype, int sanitizer_sweep, int *checks)
 {

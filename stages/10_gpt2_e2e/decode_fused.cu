@@ -33,6 +33,18 @@
 /** @brief 16-byte loads of W each lane keeps in flight per output: with DECODE_OUTS, 16 loads, 8 KB a warp. */
 #define DECODE_LOADS 8
 
+/**
+ * @brief A load of what the kernel before wrote (x, the residual y): through L2, not the read-only path (__ldg).
+ *        Launched as a programmatic dependent, a kernel is already running while the one before writes, and __ldg
+ *        is only for data that nothing writes while the kernel runs: through it, the batch linear's rows of x came
+ *        back stale at 33 rows.
+ */
+template <typename T>
+static __device__ __forceinline__ T load_written_before(const T *p)
+{
+    return __ldcg(p);
+}
+
 /** @brief 16 bytes of W's row n at k (zeros past K or N: no memory access). */
 template <typename T>
 static __device__ __forceinline__ uint4 weight_chunk(const T *W, int n, int N, int K, int k)
@@ -59,7 +71,7 @@ static __device__ void stage_rows(const T *x, const float *gain, const float *sh
     for (int i = threadIdx.x; i < ROWS * K / VEC; i += blockDim.x) {
         int m = i * VEC / K;
         reinterpret_cast<uint4 *>(rows)[i] =
-            m < M ? __ldg(reinterpret_cast<const uint4 *>(x) + i) : make_uint4(0, 0, 0, 0);
+            m < M ? load_written_before(reinterpret_cast<const uint4 *>(x) + i) : make_uint4(0, 0, 0, 0);
     }
     __syncthreads();
     if (!gain) return;
@@ -335,9 +347,8 @@ static const char *launch_decode_linear(const decode_linear_args *a)
  *         rows 16, so that each warp's chain of mma and the chunk's sums stay short (at 1 tile 16 warps measured
  *         slower: 16 slices' sums to add). */
 static __host__ __device__ constexpr int batch_warps(int m_tiles) { return m_tiles == 1 ? 8 : 16; }
-/** @brief The widest input row the batch linear holds: K = C = 768 (QKV, fc, the LM head): 3 16-byte pieces a lane,
- *         and a warp's A fragments stay in registers. */
-#define BATCH_MAX_K 768
+/** @brief The widest input row the batch linear holds (QKV, proj, fc, the LM head): 3 16-byte pieces a lane. */
+#define BATCH_MAX_K DECODE_BATCH_MAX_K
 /** @brief Outputs a chunk of the ring holds: two mma tiles of 8, so that each warp has two independent products. */
 #define BATCH_CHUNK 16
 /** @brief Halves after each row in shared memory: rows of 768 + 8 halves are 1552 bytes apart, 16 modulo 128, so
@@ -362,9 +373,9 @@ static __device__ __forceinline__ void cp_async_wait_pending(int n)
 
 /**
  * @brief v2's linear for a decode batch of 3-64 rows whose outputs need
- *        nothing but themselves (QKV, fc, the LM head; fp16, sm_80): y =
- *        epilogue(x·W + bias), x already normalised, W transposed ([N][K]), K
- *        at most BATCH_MAX_K.
+ *        nothing but themselves (QKV, proj, fc, the LM head; fp16, sm_80): y
+ *        = epilogue(x·W + bias), W transposed ([N][K]), K at most
+ *        BATCH_MAX_K; with ln_folded, x's LayerNorm folded into W.
  *
  * The whole batch's input, 64 rows of 768 fp16 values, is 96 KB: it fits in
  * one block's shared memory beside a ring of weights. So every block
@@ -372,6 +383,9 @@ static __device__ __forceinline__ void cp_async_wait_pending(int n)
  *    chunk) before it waits for the kernel before;
  *  - loads all the rows at once and stores them in shared memory;
  *  - keeps its warp's A fragments (16 rows × its slice of K) in registers;
+ *  - with a folded LayerNorm, sums each row and its squares on the tensor
+ *    cores (x·1 and the diagonal of x·xᵀ), for the epilogue's mean and 1/σ
+ *    (decode_tagged.cu's row_statistics shows the fold's algebra);
  *  - per chunk: one ldmatrix of B and two mma a 16 of K (four chains of
  *    accumulators), the slices' sums added in shared memory, the epilogue on
  *    the spot, the chunk's slot refilled.
@@ -396,6 +410,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     __half *rows = reinterpret_cast<__half *>(smem);                                    /* [16·M_TILES][ldk] */
     __half *ring = rows + 16 * M_TILES * ldk;                                            /* [stages][16][ldk] */
     float4 *part = reinterpret_cast<float4 *>(ring + (size_t)stages * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
+    float2 *row_sums = reinterpret_cast<float2 *>(part + WARPS * 2 * 32); /* [slice][16·M_TILES]: Σx, Σx² */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int mt = warp % M_TILES, ks = warp / M_TILES; /* this warp's 16 rows and slice of K */
     const int kk0 = ks * k16 / K_SLICES, kk1 = (ks + 1) * k16 / K_SLICES;
@@ -427,15 +442,16 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     for (int c = 0; c < stages - 1; ++c) request(c); /* the weights do not depend on the kernel before */
     wb_dependent_launch_sync();
 
-    /* the rows: warp w takes rows w, w + WARPS, …, lane l their pieces l, l + 32, l + 64; all loads issued at once */
+    /* the rows: warp w takes rows w, w + WARPS, …, lane l their pieces l, l + 32, l + 64; all loads issued at once,
+     * through L2 (load_written_before) */
     uint4 raw[ROWS_PER_WARP][LANE_PIECES];
 #pragma unroll
     for (int r = 0; r < ROWS_PER_WARP; ++r)
 #pragma unroll
         for (int j = 0; j < LANE_PIECES; ++j) {
             const int m = warp + WARPS * r, k = (lane + 32 * j) * 8;
-            raw[r][j] = m < M && k < K ? __ldg(reinterpret_cast<const uint4 *>(static_cast<const __half *>(a.x) +
-                                                                              (long long)m * K + k))
+            const uint4 *src = reinterpret_cast<const uint4 *>(static_cast<const __half *>(a.x) + (long long)m * K + k);
+            raw[r][j] = m < M && k < K ? load_written_before(src)
                                        : make_uint4(0, 0, 0, 0); /* zeros past M and K: the tiles' padding */
         }
     /* a lane's 8 outputs of a chunk are acc[j][2h + e]: output 8j + 2t + e of the chunk, row mt·16 + g + 8h. This
@@ -461,14 +477,37 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     for (int i = 0; i < MAX_KK; ++i)
         if (kk0 + i < kk1) ldmatrix_x4(afrag[i], rows + (mt * 16 + lane % 16) * ldk + (kk0 + i) * 16 + lane / 16 * 8);
 
+    if (a.ln_folded) { /* the LayerNorm folded into W: its rows' Σx and Σx² over this warp's slice of K, on the
+                          * tensor cores: Σx is x·1 (B all ones), Σx² the diagonal of x·xᵀ (B the tile's own rows) */
+        const unsigned ones = 0x3C003C00u; /* two fp16 1.0 */
+        float s1[4] = {}, sq[2][4] = {};
+#pragma unroll
+        for (int i = 0; i < MAX_KK; ++i)
+            if (kk0 + i < kk1) {
+                unsigned b[4];
+                ldmatrix_x4(b, rows + (mt * 16 + lane / 16 * 8 + lane % 8) * ldk + (kk0 + i) * 16 + lane / 8 % 2 * 8);
+                mma_16x8x16(s1, afrag[i], ones, ones);
+                mma_16x8x16(sq[0], afrag[i], b[0], b[1]); /* rows g and g + 8 times the tile's rows 0-7 */
+                mma_16x8x16(sq[1], afrag[i], b[2], b[3]); /* … times rows 8-15 */
+            }
+        if (t == g / 2) { /* the lane that holds column g: row g·row g, and row (g + 8)·row (g + 8) */
+            row_sums[ks * 16 * M_TILES + mt * 16 + g] = make_float2(s1[0], g % 2 ? sq[0][1] : sq[0][0]);
+            row_sums[ks * 16 * M_TILES + mt * 16 + g + 8] = make_float2(s1[2], g % 2 ? sq[1][3] : sq[1][2]);
+        }
+    }
+
     unsigned long long best = 0; /* row m's best (value, token) key */
     for (int c = 0; c < chunks; ++c) {
         const int nc = n0 + BATCH_CHUNK * c, col = nc + 8 * vj + 2 * t + ve;
-        float bias[VALS] = {};
-        if (a.bias) /* requested before the wait: they land while the chunk does */
+        float bias[VALS] = {}, colsum[VALS] = {}, resid[VALS] = {};
 #pragma unroll
-            for (int u = 0; u < VALS; ++u)
-                if (col + u < n1) bias[u] = __ldg(a.bias + col + u);
+        for (int u = 0; u < VALS; ++u) /* requested before the wait: they land while the chunk does */
+            if (col + u < n1 && m < M) {
+                if (a.bias) bias[u] = __ldg(a.bias + col + u);
+                if (a.ln_folded) colsum[u] = __ldg(a.bias + a.N + col + u); /* Σ_k of the output's folded weights */
+                if (EPI == DECODE_RESIDUAL) /* y as it was: the residual stream */
+                    resid[u] = __half2float(load_written_before((const __half *)a.y + (long long)m * a.N + col + u));
+            }
         cp_async_wait_pending(stages - 2); /* chunk c has landed; the later ones may still be in flight */
         __syncthreads();                   /* every thread's copies are visible, and chunk c − 1 is done with */
         request(c + stages - 1);           /* into chunk c − 1's slot */
@@ -501,19 +540,32 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
             for (int u = 0; u < VALS; ++u) out[u] += p[u];
         }
         if (m >= M) continue;
+        if (a.ln_folded) { /* y = 1/σ·(x·W' − mean·Σ_k W') + bias', σ² = E[x²] − mean² (in fp32 as close as fp16's
+                            * rounding while the mean is under a hundred σ, as a residual stream's is) */
+            float sum = 0.0f, sum_sq = 0.0f;
+            for (int sl = 0; sl < K_SLICES; ++sl) {
+                const float2 p = row_sums[sl * 16 * M_TILES + m];
+                sum += p.x, sum_sq += p.y;
+            }
+            const float mean = sum / K, rstd = rsqrtf(fmaxf(sum_sq / K - mean * mean, 0.0f) + GPT2_LN_EPS);
+#pragma unroll
+            for (int u = 0; u < VALS; ++u) out[u] = rstd * (out[u] - mean * colsum[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < VALS; ++u) out[u] += bias[u];
         if (EPI == DECODE_QKV_APPEND) { /* a chunk of 16 lies in one of q, k, v and in one head (d a multiple of 16) */
             const int which = nc / C, cc = col - which * C, head = (nc - which * C) / d;
             __half *dst = which == 0 ? (__half *)a.y + (long long)m * C + cc
                                      : (__half *)(which == 1 ? a.k_pool : a.v_pool) + kv_row +
                                            (long long)head * a.block_size * d + cc - head * d;
             if (VALS == 2)
-                *reinterpret_cast<__half2 *>(dst) = __floats2half2_rn(out[0] + bias[0], out[VALS - 1] + bias[VALS - 1]);
+                *reinterpret_cast<__half2 *>(dst) = __floats2half2_rn(out[0], out[VALS - 1]);
             else
-                *dst = __float2half_rn(out[0] + bias[0]);
+                *dst = __float2half_rn(out[0]);
         } else {
 #pragma unroll
             for (int u = 0; u < VALS; ++u)
-                if (col + u < n1) decode_epilogue_apply<__half, EPI>(a, m, col + u, out[u] + bias[u], 0.0f, best);
+                if (col + u < n1) decode_epilogue_apply<__half, EPI>(a, m, col + u, out[u], resid[u], best);
         }
     }
     if (EPI == DECODE_LOGITS_ARGMAX) { /* the row's best over the 4 lanes that share it, one atomic each */
@@ -533,7 +585,7 @@ static size_t batch_row_bytes(int K) { return ((size_t)(K + 15) / 16 * 16 + BATC
 static size_t batch_smem_bytes(int m_tiles, int K, int stages)
 {
     return (16 * (size_t)m_tiles + BATCH_CHUNK * (size_t)stages) * batch_row_bytes(K) +
-           (size_t)batch_warps(m_tiles) * 2 * 32 * sizeof(float4);
+           (size_t)batch_warps(m_tiles) * (2 * 32 * sizeof(float4) + 16 * sizeof(float2));
 }
 
 /** @brief Launch one instantiation for up to 16·M_TILES rows: one wave of blocks, each a run of 16-output chunks. */
@@ -672,14 +724,19 @@ static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args 
     if (dtype != WB_F16 || cc < 80 || a->ln_w)
         return "fused decode linear: the batch path needs fp16, sm_80 (cp.async, mma.sync m16n8k16) and rows "
                "already normalised (no ln_w)";
-    /* the linears whose outputs need nothing but themselves take the batch linear (QKV's chunks of 16 in one head) */
-    const bool own_epilogue = a->epilogue != DECODE_RESIDUAL && a->K <= BATCH_MAX_K &&
+    /* the linears whose outputs need nothing but themselves take the batch linear (QKV's chunks of 16 in one head;
+     * a residual add with no LayerNorm after it) */
+    const bool own_epilogue = (a->epilogue != DECODE_RESIDUAL || !b->ln_next) && a->K <= BATCH_MAX_K &&
                               (a->epilogue != DECODE_QKV_APPEND || (a->N / 3 / a->H) % BATCH_CHUNK == 0);
     if (own_epilogue) switch (a->epilogue) {
         case DECODE_QKV_APPEND: return launch_batch_linear<DECODE_QKV_APPEND>(a);
+        case DECODE_RESIDUAL: return launch_batch_linear<DECODE_RESIDUAL>(a);
         case DECODE_GELU: return launch_batch_linear<DECODE_GELU>(a);
         default: return launch_batch_linear<DECODE_LOGITS_ARGMAX>(a);
         }
+    if (a->ln_folded)
+        return "fused decode linear: a folded LayerNorm needs the batch linear (at most 768 inputs, QKV's heads a "
+               "multiple of 16)";
     if (!b->w || !b->partials) return "fused decode linear: the skinny linear needs W as [K][N] and the partials' room";
     if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))
         return "fused decode linear: ln_next needs its gain and shift";
@@ -702,6 +759,8 @@ const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, cons
         return "fused decode linear: the QKV epilogue needs N = 3·C with C a multiple of the heads";
     if (a->epilogue == DECODE_LOGITS_ARGMAX && (!a->best || a->ldy < a->N))
         return "fused decode linear: the argmax epilogue needs best[] and ldy >= N";
+    if (a->ln_folded && (!a->bias || a->ln_w || !batch))
+        return "fused decode linear: a folded LayerNorm needs the batch path, its bias and sums ([2][N]) and no ln_w";
     if (batch) return decode_linear_batch(dtype, a, batch);
     if (a->M > DECODE_MAX_ROWS)
         return "fused decode linear: past 8 rows it needs the batch path's arguments (batch)";

@@ -37,8 +37,6 @@
 #include <stdlib.h>
 
 #include "engine.h" /* v5's set-up, at the end */
-#include "fp16.h"
-#include "model.h"
 
 /** @brief The step's tag from the steps so far: 1 … 65 535, never 0. */
 static __device__ __forceinline__ unsigned step_tag(unsigned epoch) { return epoch % 65535u + 1u; }
@@ -547,59 +545,37 @@ const char *gpt2_step_tagged(wb_dtype dtype, const decode_step_args *a)
 
 /** @brief v5's own state: its layer table and what it points to beyond the engine's, and its buffers. */
 struct TaggedState {
-    decode_layer_weights *layers; /**< [L] on the device: QKV's and fc's weights and biases folded, proj's by head */
-    void **owned;                 /**< [5L] the folded weights and biases and proj by head, to free */
+    decode_layer_weights *layers; /**< [L] on the device: QKV's and fc's weights and biases folded (the engine's),
+                                       proj's by head */
+    void **owned;                 /**< [L] proj by head, to free */
     unsigned *tagged;             /**< the tagged rows (decode_step_args.tagged), zeroed once: tag 0 is no step's */
     long long *tagged_acc;        /**< proj's counted sums, zeroed once */
     unsigned *epoch;              /**< the steps' counter */
 };
 
-/**
- * @brief A LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm; row_statistics above), uploaded:
- *        the folded weights as [N][K], like the engine's, into *w_out; [2][N], the bias with the shifts folded in and
- *        then the sums of each output's folded weights, into *bias_out.
- */
-static const char *upload_folded(const float *w, const float *bias, const float *g, const float *b, int K, int N,
-                                 void **w_out, void **bias_out)
-{
-    float *folded = (float *)malloc((size_t)K * N * sizeof *folded);
-    float *bias_sums = (float *)malloc((size_t)2 * N * sizeof *bias_sums);
-    /* the sums are of the weights as the upload rounds them to fp16 */
-    const int ok = folded && bias_sums && gpt2_fold_layernorm(w, bias, g, b, K, N, wb_round_to_half, folded, bias_sums) == 0;
-    if (ok) {
-        *w_out = wb_device_upload_transposed(folded, K, N, WB_F16, "folded weight, transposed");
-        *bias_out = wb_device_upload(bias_sums, (size_t)2 * N, WB_F32, "folded bias and sums");
-    }
-    free(folded), free(bias_sums);
-    return ok ? NULL : "out of host memory";
-}
-
 extern "C" const char *gpt2_tagged_setup(gpt2_engine *e, const gpt2_model *m)
 {
+    (void)m; /* QKV's and fc's folded weights are the engine's (v2's batch path reads them too) */
     const int L = e->cfg.n_layer, C = e->cfg.C, H = e->cfg.n_head, d = C / H;
     TaggedState *s = (TaggedState *)calloc(1, sizeof *s);
     decode_layer_weights *t = (decode_layer_weights *)malloc((size_t)L * sizeof *t);
-    if (s) s->owned = (void **)calloc((size_t)5 * L, sizeof(void *));
+    if (s) s->owned = (void **)calloc((size_t)L, sizeof(void *));
     if (!s || !t || !s->owned) return free(t), free(s ? s->owned : NULL), free(s), "out of host memory";
     e->one_row_state = s;
     WB_CUDA_CHECK(cudaMemcpy(t, e->d_layers, (size_t)L * sizeof *t, cudaMemcpyDeviceToHost)); /* the engine's table */
     for (int l = 0; l < L; ++l) {
-        const gpt2_block *b = &m->w.blocks[l];
-        void **own = s->owned + 5 * l;
-        const char *why = upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, &own[0], &own[1]);
-        if (!why) why = upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, &own[2], &own[3]);
-        if (why) return free(t), why;
         /* proj_wt ([C][C], each output's C inputs) by head, [H][C][64]: head h's 64 inputs of every output, one 2-D
          * copy a head */
-        own[4] = wb_device_alloc((size_t)C * C * sizeof(__half), "proj weight by head");
+        s->owned[l] = wb_device_alloc((size_t)C * C * sizeof(__half), "proj weight by head");
         for (int h = 0; h < H; ++h)
-            WB_CUDA_CHECK(cudaMemcpy2D((char *)own[4] + (size_t)h * C * d * sizeof(__half), (size_t)d * sizeof(__half),
+            WB_CUDA_CHECK(cudaMemcpy2D((char *)s->owned[l] + (size_t)h * C * d * sizeof(__half),
+                                       (size_t)d * sizeof(__half),
                                        (const char *)e->proj_wt[l] + (size_t)h * d * sizeof(__half),
                                        (size_t)C * sizeof(__half), (size_t)d * sizeof(__half), (size_t)C,
                                        cudaMemcpyDeviceToDevice));
-        t[l].qkv_wt = own[0], t[l].qkv_b = (const float *)own[1];
-        t[l].fc_wt = own[2], t[l].fc_b = (const float *)own[3];
-        t[l].proj_heads = own[4];
+        t[l].qkv_wt = e->qkv_wt_folded[l], t[l].qkv_b = e->qkv_b_folded[l];
+        t[l].fc_wt = e->fc_wt_folded[l], t[l].fc_b = e->fc_b_folded[l];
+        t[l].proj_heads = s->owned[l];
     }
     s->layers = (decode_layer_weights *)wb_device_alloc((size_t)L * sizeof *t, "v5's layer table");
     WB_CUDA_CHECK(cudaMemcpy(s->layers, t, (size_t)L * sizeof *t, cudaMemcpyHostToDevice));
@@ -619,7 +595,7 @@ extern "C" void gpt2_tagged_args(const gpt2_engine *e, decode_step_args *a)
 extern "C" void gpt2_tagged_free(gpt2_engine *e)
 {
     TaggedState *s = (TaggedState *)e->one_row_state;
-    for (int i = 0; s->owned && i < 5 * e->cfg.n_layer; ++i) WB_CUDA_CHECK(cudaFree(s->owned[i]));
+    for (int i = 0; s->owned && i < e->cfg.n_layer; ++i) WB_CUDA_CHECK(cudaFree(s->owned[i]));
     void *d[] = {s->layers, s->tagged, s->tagged_acc, s->epoch};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     free(s->owned), free(s);

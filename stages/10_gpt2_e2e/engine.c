@@ -36,6 +36,24 @@ static int find_variant(const void *table, size_t stride, int count, const char 
 
 static float *upload_f32(const float *src, size_t n, const char *what) { return wb_device_upload(src, n, WB_F32, what); }
 
+/**
+ * @brief A LayerNorm folded into the linear after it (model.h: gpt2_fold_layernorm), uploaded: the folded weights
+ *        as [N][K], in fp16, into *w_out; [2][N], the bias with the shifts folded in and then the sums of each
+ *        output's folded weights (of the weights as the upload rounds them), into *bias_out.
+ */
+static const char *upload_folded(const float *w, const float *bias, const float *g, const float *b, int K, int N,
+                                 void **w_out, float **bias_out)
+{
+    float *folded = malloc((size_t)K * N * sizeof *folded), *bias_sums = malloc((size_t)2 * N * sizeof *bias_sums);
+    const int ok = folded && bias_sums && gpt2_fold_layernorm(w, bias, g, b, K, N, wb_round_to_half, folded, bias_sums) == 0;
+    if (ok) {
+        *w_out = wb_device_upload_transposed(folded, K, N, WB_F16, "folded weight, transposed");
+        *bias_out = upload_f32(bias_sums, (size_t)2 * N, "folded bias and sums");
+    }
+    free(folded), free(bias_sums);
+    return ok ? NULL : "out of host memory";
+}
+
 /** Lay a decode step's inputs out from `base` (slots first: 8-byte aligned) into `v`; returns their bytes. */
 static size_t step_inputs_at(void *base, int max_seqs, int pages_per_seq, engine_step_inputs *v)
 {
@@ -97,8 +115,10 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
         for (int k = 0; k < C; ++k) wt[(size_t)k * Vp + v] = w->wte[(size_t)v * C + k];
     e->wte_t = wb_device_upload(wt, (size_t)Vp * C, dtype, "wte transposed");
     free(wt);
-    void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w, &e->qkv_wt, &e->proj_wt, &e->fc_wt, &e->fcproj_wt};
-    float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b};
+    void ***mats[] = {&e->qkv_w, &e->proj_w, &e->fc_w, &e->fcproj_w, &e->qkv_wt, &e->proj_wt, &e->fc_wt, &e->fcproj_wt,
+                      &e->qkv_wt_folded, &e->fc_wt_folded};
+    float ***vecs[] = {&e->qkv_b, &e->proj_b, &e->fc_b, &e->fcproj_b, &e->ln1_w, &e->ln1_b, &e->ln2_w, &e->ln2_b,
+                       &e->qkv_b_folded, &e->fc_b_folded};
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; ++i) { /* the transposed ones stay NULL in v1 */
         *mats[i] = wb_host_alloc((size_t)L * sizeof(void *), "layer table");
         memset(*mats[i], 0, (size_t)L * sizeof(void *));
@@ -120,6 +140,10 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
             e->proj_wt[l] = wb_device_upload_transposed(b->proj_w, C, C, dtype, "proj weight, transposed");
             e->fc_wt[l] = wb_device_upload_transposed(b->fc_w, C, 4 * C, dtype, "fc weight, transposed");
             e->fcproj_wt[l] = wb_device_upload_transposed(b->fcproj_w, 4 * C, C, dtype, "fc proj weight, transposed");
+        }
+        if (fused_decode && e->skinny_linear) { /* v2's batch path and v5: QKV and fc with their LayerNorm folded in */
+            TRY(upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, &e->qkv_wt_folded[l], &e->qkv_b_folded[l]));
+            TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, &e->fc_wt_folded[l], &e->fc_b_folded[l]));
         }
         e->qkv_b[l] = upload_f32(b->qkv_b, (size_t)3 * C, "qkv bias");
         e->proj_b[l] = upload_f32(b->proj_b, (size_t)C, "proj bias");
@@ -236,7 +260,8 @@ void engine_free(gpt2_engine *e)
     for (int l = 0; e->qkv_w && l < e->cfg.n_layer; ++l) {
         void *d[] = {e->qkv_w[l], e->proj_w[l], e->fc_w[l], e->fcproj_w[l], e->qkv_b[l], e->proj_b[l], e->fc_b[l],
                      e->fcproj_b[l], e->ln1_w[l], e->ln1_b[l], e->ln2_w[l], e->ln2_b[l], e->k_pool[l], e->v_pool[l],
-                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l]}; /* NULL in v1 */
+                     e->qkv_wt[l], e->proj_wt[l], e->fc_wt[l], e->fcproj_wt[l], /* NULL in v1 */
+                     e->qkv_wt_folded[l], e->qkv_b_folded[l], e->fc_wt_folded[l], e->fc_b_folded[l]};
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
     }
     void *d[] = {e->wte, e->wpe, e->wte_t, e->lnf_w, e->lnf_b, e->x, e->ln, e->att, e->tmp, e->qkv, e->hidden,
@@ -245,8 +270,9 @@ void engine_free(gpt2_engine *e)
                  e->step_d.slots, e->d_best, e->d_layers, e->d_barrier, e->queue_d[0].slots, e->d_queue_best, e->d_fed,
                  e->d_att_parts};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i) WB_CUDA_CHECK(cudaFree(d[i]));
-    void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w,
-                 e->ln1_b, e->ln2_w, e->ln2_b, e->k_pool, e->v_pool, e->h_slots};
+    void *h[] = {e->qkv_w, e->proj_w, e->fc_w, e->fcproj_w, e->qkv_wt, e->proj_wt, e->fc_wt, e->fcproj_wt,
+                 e->qkv_wt_folded, e->fc_wt_folded, e->qkv_b, e->proj_b, e->fc_b, e->fcproj_b, e->ln1_w, e->ln1_b,
+                 e->ln2_w, e->ln2_b, e->qkv_b_folded, e->fc_b_folded, e->k_pool, e->v_pool, e->h_slots};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i) free(h[i]);
     if (e->step_h.slots) WB_CUDA_CHECK(cudaFreeHost(e->step_h.slots));
     if (e->queue_h[0][0].slots) WB_CUDA_CHECK(cudaFreeHost(e->queue_h[0][0].slots));

@@ -184,6 +184,12 @@ typedef struct gpt2_engine {
     void **proj_wt;           /**< v2-v5, per layer: [C][C] */
     void **fc_wt;             /**< v2-v5, per layer: [4C][C] */
     void **fcproj_wt;         /**< v2-v5, per layer: [C][4C] */
+    void **qkv_wt_folded;     /**< v2-v5 in fp16 on sm_80+ (v2's batch path, v5), per layer: qkv_wt with ln_1's gains
+                                   folded in (gpt2_fold_layernorm) */
+    float **qkv_b_folded;     /**< the same: [2][3C], the bias with ln_1's shifts folded in, then each output's folded
+                                   weights' sum */
+    void **fc_wt_folded;      /**< the same for fc and ln_2: [4C][C] */
+    float **fc_b_folded;      /**< [2][4C] */
     unsigned long long *d_best; /**< v2-v5: the LM head's argmax key per sequence */
     float *d_att_parts;       /**< v4, v5: the split attention's partial outputs (decode_step_args.att_parts) */
     void *one_row_state;      /**< the one-row step's own state (its row's one_row_setup), or NULL */

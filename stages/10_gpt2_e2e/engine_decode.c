@@ -154,32 +154,36 @@ static const char *decode_kernels(gpt2_engine *e, int n)
  * the final LayerNorm and the argmax fused in (its keys start at zero: the
  * memset). On sm_90 each linear starts as a programmatic dependent of the
  * kernel before it: its first weights stream while that kernel finishes.
- * From 3 rows in fp16 on sm_80 (`batch`) the linears run on tensor cores: QKV,
- * fc and the head as the batch linear (every block holds all the rows), proj
- * and fc-proj as the skinny linear and its second pass, which ends the
- * residual add with the next LayerNorm (ln_next): QKV, fc and the head read
- * the normalised rows from e->ln.
+ * From 3 rows in fp16 on sm_80 (`batch`) the linears run on tensor cores:
+ * QKV, proj, fc and the head as the batch linear (every block holds all the
+ * rows), QKV and fc with their LayerNorm folded into the weights (`fold`:
+ * each block works out its rows' statistics), fc-proj as the skinny linear and
+ * its second pass, which at the last layer ends with ln_f for the head. Past
+ * DECODE_BATCH_MAX_K inputs every linear is the skinny one, and proj and
+ * fc-proj end with the next LayerNorm (ln_next) for the linear after.
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
     const gpt2_config *c = &e->cfg;
     int C = c->C, H = c->n_head, L = c->n_layer, batch = e->skinny_linear && n >= DECODE_BATCH_MIN_ROWS;
-    const void *x_in = batch ? e->ln : e->x; /* what QKV, fc and the head read: x, or on the batch path x normalised */
+    const int fold = batch && C <= DECODE_BATCH_MAX_K;
+    const void *x_in = batch && !fold ? e->ln : e->x; /* what QKV and fc read: x, or past 768 inputs x normalised */
     float *ws = e->small_m_workspace;
     size_t wsf = e->small_m_floats;
     engine_profile dummy, *p = e->profile ? e->profile : &dummy;
     double mark = wb_wall_ms();
     WB_CUDA_CHECK(cudaMemsetAsync(e->d_best, 0, (size_t)n * sizeof(unsigned long long), cudaStreamPerThread));
     TRY(gpt2_embed(e->dtype, e->step_d.tokens, e->step_d.positions, e->wte, e->wpe, e->x, n, C));
-    if (batch) TRY(engine_layernorm(e, e->x, e->ln1_w[0], e->ln1_b[0], e->ln, n));
+    if (batch && !fold) TRY(engine_layernorm(e, e->x, e->ln1_w[0], e->ln1_b[0], e->ln, n));
     engine_charge(e, &p->other, &mark);
     for (int l = 0; l < L; ++l) {
-        const float *next_w = l + 1 < L ? e->ln1_w[l + 1] : e->lnf_w, *next_b = l + 1 < L ? e->ln1_b[l + 1] : e->lnf_b;
-        decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = x_in,
-                                  .ln_w = batch ? NULL : e->ln1_w[l], .ln_b = e->ln1_b[l], .w_t = e->qkv_wt[l],
-                                  .bias = e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C, .K = C,
-                                  .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->step_d.slots, .H = H,
-                                  .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch};
+        const int last = l + 1 == L;
+        decode_linear_args qkv = {.epilogue = DECODE_QKV_APPEND, .x = x_in, .ln_w = batch ? NULL : e->ln1_w[l],
+                                  .ln_b = e->ln1_b[l], .w_t = fold ? e->qkv_wt_folded[l] : e->qkv_wt[l],
+                                  .bias = fold ? e->qkv_b_folded[l] : e->qkv_b[l], .y = e->q_rows, .M = n, .N = 3 * C,
+                                  .K = C, .k_pool = e->k_pool[l], .v_pool = e->v_pool[l], .slots = e->step_d.slots,
+                                  .H = H, .block_size = ENGINE_BLOCK_SIZE, .dependent_launch = e->dependent_launch,
+                                  .ln_folded = fold};
         decode_batch_args qkv_b = {.w = e->qkv_w[l], .partials = ws, .partials_floats = wsf};
         TRY(gpt2_decode_linear(e->dtype, &qkv, batch ? &qkv_b : NULL));
         engine_charge(e, &p->linear, &mark);
@@ -189,23 +193,27 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
                                    .bias = e->proj_b[l], .y = e->x, .M = n, .N = C, .K = C,
                                    .dependent_launch = e->dependent_launch};
         decode_linear_args fc = {.epilogue = DECODE_GELU, .x = x_in, .ln_w = batch ? NULL : e->ln2_w[l],
-                                 .ln_b = e->ln2_b[l], .w_t = e->fc_wt[l], .bias = e->fc_b[l], .y = e->hidden, .M = n,
-                                 .N = 4 * C, .K = C, .dependent_launch = e->dependent_launch};
+                                 .ln_b = e->ln2_b[l], .w_t = fold ? e->fc_wt_folded[l] : e->fc_wt[l],
+                                 .bias = fold ? e->fc_b_folded[l] : e->fc_b[l], .y = e->hidden, .M = n, .N = 4 * C,
+                                 .K = C, .dependent_launch = e->dependent_launch, .ln_folded = fold};
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
                                      .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
                                      .dependent_launch = e->dependent_launch};
-        /* the batch path: the skinny linear's weights and room (QKV, fc, the head: used past K 768 only); proj and
-         * fc-proj end with the next LayerNorm */
-        decode_batch_args proj_b = {e->proj_w[l], ws, wsf, e->ln2_w[l], e->ln2_b[l], e->ln},
+        /* the batch path: the skinny linear's weights and room (past DECODE_BATCH_MAX_K inputs), and the LayerNorm
+         * that ends proj's and fc-proj's residual add where the linear after does not fold it (the head's, ln_f) */
+        const float *next_w = last ? e->lnf_w : e->ln1_w[l + 1], *next_b = last ? e->lnf_b : e->ln1_b[l + 1];
+        decode_batch_args proj_b = {e->proj_w[l], ws, wsf, fold ? NULL : e->ln2_w[l], e->ln2_b[l], fold ? NULL : e->ln},
                           fc_b = {.w = e->fc_w[l], .partials = ws, .partials_floats = wsf},
-                          fcproj_b = {e->fcproj_w[l], ws, wsf, next_w, next_b, e->ln};
+                          fcproj_b = {e->fcproj_w[l], ws, wsf, fold && !last ? NULL : next_w, next_b,
+                                      fold && !last ? NULL : e->ln};
         TRY(gpt2_decode_linear(e->dtype, &proj, batch ? &proj_b : NULL));
         TRY(gpt2_decode_linear(e->dtype, &fc, batch ? &fc_b : NULL));
         TRY(gpt2_decode_linear(e->dtype, &fcproj, batch ? &fcproj_b : NULL));
         engine_charge(e, &p->linear, &mark);
     }
-    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (the batch path: wte_t) */
-    decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = x_in,
+    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (the batch path: wte_t and
+     * the rows fc-proj normalised) */
+    decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = batch ? e->ln : e->x,
                                .ln_w = batch ? NULL : e->lnf_w, .ln_b = e->lnf_b, .w_t = e->wte, .y = e->logits,
                                .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C, .best = e->d_best,
                                .dependent_launch = e->dependent_launch};

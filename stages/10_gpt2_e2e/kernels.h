@@ -104,6 +104,9 @@ size_t gpt2_skinny_workspace_floats(int N, int K);
  *         whose instructions grow with the rows while one mma.sync takes 16 rows at the same cost (the page's
  *         measured crossover). */
 #define DECODE_BATCH_MIN_ROWS 3
+/** @brief Most inputs (K) the batch linear takes: every block holds all 64 rows of K = C = 768 fp16 values (96 KB) in
+ *         shared memory, and each warp its A fragments in registers. */
+#define DECODE_BATCH_MAX_K 768
 
 /** @brief What the fused decode linear does with each output y[m][n] = Σ_k x[m][k]·W[k][n] + bias[n]. */
 typedef enum {
@@ -127,7 +130,7 @@ typedef struct {
     const float *ln_w;        /**< LayerNorm gain [K]: normalise each row of x first (the prologue); NULL: none */
     const float *ln_b;        /**< LayerNorm shift [K] (with ln_w) */
     const void *w_t;          /**< [N][K] the weights, transposed; device */
-    const float *bias;        /**< [N] fp32, or NULL */
+    const float *bias;        /**< [N] fp32, or NULL (ln_folded: [2][N]) */
     void *y;                  /**< the output (see the epilogue) */
     int ldy;                  /**< DECODE_LOGITS_ARGMAX: row pitch of y in elements (>= N); else unused (N) */
     int M;                    /**< rows, 1..DECODE_MAX_ROWS */
@@ -140,11 +143,14 @@ typedef struct {
     int block_size;           /**< tokens per page */
     unsigned long long *best; /**< DECODE_LOGITS_ARGMAX: [M] argmax keys (argmax_key.h), zero before the launch */
     int dependent_launch;     /**< 1: launched as a programmatic dependent of the kernel before (sm_90) */
+    int ln_folded;            /**< batch path: x's LayerNorm is folded into w_t, and bias is [2][N], the shifts
+                                   folded in, then each output's folded weights' sum (gpt2_fold_layernorm): the
+                                   kernel works out each row's mean and 1/σ and applies them in its epilogue */
 } decode_linear_args;
 
 /** @brief What the fused decode linear's batch path needs (fp16, sm_80; 3-64 rows in the engine) where it runs the
- *         skinny linear: its weights and room, and the LayerNorm that ends a residual add (x of the linears after
- *         it, which take no ln_w). */
+ *         skinny linear (past DECODE_BATCH_MAX_K inputs, or a residual add that ends with a LayerNorm): its weights
+ *         and room, and that LayerNorm (of the rows the linear after reads, which takes no ln_w). */
 typedef struct {
     const void *w;            /**< [K][N] the weights as the skinny linear reads them (the head: [K][ldy]) */
     float *partials;          /**< its fp32 partial sums, gpt2_skinny_workspace_floats(N, K) */
@@ -156,9 +162,9 @@ typedef struct {
 
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. With batch NULL, up to
  *         DECODE_MAX_ROWS rows, the warps' dot products with the LayerNorm as prologue; with batch (fp16, sm_80, up
- *         to 64 rows normalised already), the batch linear on tensor cores (QKV, GELU and argmax epilogues, up to
- *         768 inputs), else the skinny linear with the epilogue in its second pass (batch's weights, room, the
- *         LayerNorm after). */
+ *         to 64 rows, no ln_w), up to DECODE_BATCH_MAX_K inputs the batch linear on tensor cores (a LayerNorm
+ *         folded into W with ln_folded; a residual add only without ln_next), else the skinny linear with the
+ *         epilogue in its second pass (batch's weights, room, the LayerNorm after). */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *batch);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */
