@@ -78,10 +78,10 @@ ROOF_NOTES = {
                    "T1024 143k tok/s fp32 and 471k fp16 (scripts/peers.py); decode and serving: roof = the tokens per "
                    "second if a step took only the time to read what it must, every weight once (495 MB fp32, 247 MB "
                    "fp16) and each sequence's K and V at its mean context, at the copy bandwidth measured in the run "
-                   "(HF's batch-1 fp32 decode on the H200: 111 tok/s). PyTorch 2.11's fp16 greedy decode of the same "
-                   "shape on the H200, measured apart with transformers' generate (static KV cache, prompts of one "
-                   "length, contexts 128-384): eager 365 tok/s at batch 1; torch.compile(mode=\"reduce-overhead\") "
-                   "1358-1585 at batch 1, 6625 at batch 8, 13952 at 32, 48804 at 64"},
+                   "(HF's batch-1 fp32 decode on the H200: 111 tok/s). PyTorch 2.11's fp16 decode step of the same "
+                   "shape on the H200, in plain PyTorch with a static KV cache and torch.compile(mode=\"reduce-"
+                   "overhead\"), at the serving table's contexts (scripts/peers.py gpt2-compiled): 1996 tok/s at "
+                   "batch 1, 14145 at batch 8, 38002 at 32, 55927 at 64"},
 }
 
 
