@@ -55,6 +55,21 @@ _CUDNN_H200 = CUDNN_SDPA_TFLOPS["H200"]
 # What "roof" means in a stage's tables, where it is neither the copy bandwidth
 # nor an in-table library peer.
 # Per GPU (a substring of its name): the peers measured apart, through PyTorch (scripts/peers.py).
+# PyTorch 2.11's fp16 GPT-2 decode step in plain PyTorch, static KV cache, torch.compile(mode="reduce-overhead"), at
+# the serving table's contexts, measured apart on each GPU (scripts/peers.py gpt2-compiled): tokens/s by batch. Drawn
+# beside stage 10's serving lines and quoted under its tables.
+SERVING_PEERS = {"H100": {1: 1926, 8: 13626, 32: 34174, 64: 46855},
+                 "H200": {1: 1996, 8: 14145, 32: 38002, 64: 55927}}
+
+
+def serving_peer_text(gpu):
+    """The note's sentence on PyTorch's compiled decode step measured on `gpu` ("H100", "H200")."""
+    t = SERVING_PEERS[gpu]
+    return (f"PyTorch 2.11's fp16 decode step of the same shape on the {gpu}, in plain PyTorch with a static KV cache "
+            "and torch.compile(mode=\"reduce-overhead\"), at the serving table's contexts (scripts/peers.py "
+            f"gpt2-compiled): {t[1]} tok/s at batch 1, {t[8]} at batch 8, {t[32]} at 32, {t[64]} at 64")
+
+
 ROOF_NOTES = {
     "06": {"H100": "× peer = over the unfused library peer (cuBLAS strided-batched GEMMs for QK^T and PV, stage 05's "
                    "softmax), measured in the same run; for comparison, PyTorch 2.11 SDPA (FlashAttention-2 backend) "
@@ -70,18 +85,12 @@ ROOF_NOTES = {
                    "T1024 138k tok/s fp32 and 492k fp16; decode and serving: roof = the tokens per second if a step "
                    "took only the time to read what it must, every weight once (495 MB fp32, 247 MB fp16) and each "
                    "sequence's K and V at its mean context, at the copy bandwidth measured in the run (HF's batch-1 "
-                   "fp32 decode on the H100: 112 tok/s). PyTorch 2.11's fp16 decode step of the same shape on the "
-                   "H100, in plain PyTorch with a static KV cache and torch.compile(mode=\"reduce-overhead\"), at "
-                   "the serving table's contexts (scripts/peers.py gpt2-compiled): 1926 tok/s at batch 1, 13626 at "
-                   "batch 8, 34174 at 32, 46855 at 64",
+                   "fp32 decode on the H100: 112 tok/s). " + serving_peer_text("H100"),
            "H200": "prefill: × peer = over Hugging Face transformers (eager, PyTorch 2.11) measured on an H200, B8 x "
                    "T1024 143k tok/s fp32 and 471k fp16 (scripts/peers.py); decode and serving: roof = the tokens per "
                    "second if a step took only the time to read what it must, every weight once (495 MB fp32, 247 MB "
                    "fp16) and each sequence's K and V at its mean context, at the copy bandwidth measured in the run "
-                   "(HF's batch-1 fp32 decode on the H200: 111 tok/s). PyTorch 2.11's fp16 decode step of the same "
-                   "shape on the H200, in plain PyTorch with a static KV cache and torch.compile(mode=\"reduce-"
-                   "overhead\"), at the serving table's contexts (scripts/peers.py gpt2-compiled): 1996 tok/s at "
-                   "batch 1, 14145 at batch 8, 38002 at 32, 55927 at 64"},
+                   "(HF's batch-1 fp32 decode on the H200: 111 tok/s). " + serving_peer_text("H200")},
 }
 
 
@@ -326,6 +335,10 @@ def draw_serving(plt, rows, gpu_slug, out_dir):
         if rs:
             ax.plot([batch(r) for r in rs], [r["roof"] for r in rs], style, color="#555555", linewidth=1,
                     label=f"the decode roof ({dtype}): the bytes a step must read at the copy bandwidth")
+    peer = next((t for name, t in SERVING_PEERS.items() if name in serving[0]["gpu"]), None)
+    if peer:
+        ax.plot(sorted(peer), [peer[b] for b in sorted(peer)], "x-", color="black", linewidth=1,
+                label="PyTorch 2.11 fp16, torch.compile (reduce-overhead), measured apart on the same GPU")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     batches = sorted({batch(r) for r in serving})
