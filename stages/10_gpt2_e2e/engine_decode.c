@@ -211,8 +211,8 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         TRY(gpt2_decode_linear(e->dtype, &fcproj, batch ? &fcproj_b : NULL));
         engine_charge(e, &p->linear, &mark);
     }
-    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (the batch path: wte_t and
-     * the rows fc-proj normalised) */
+    /* the LM head reads wte itself: [V][C] is already each token's C weights contiguous (the batch path: the rows
+     * fc-proj's second pass normalised, and wte_t for the skinny linear past DECODE_BATCH_MAX_K inputs) */
     decode_linear_args head = {.epilogue = DECODE_LOGITS_ARGMAX, .x = batch ? e->ln : e->x,
                                .ln_w = batch ? NULL : e->lnf_w, .ln_b = e->lnf_b, .w_t = e->wte, .y = e->logits,
                                .ldy = e->vocab_padded, .M = n, .N = c->vocab, .K = C, .best = e->d_best,
