@@ -23,6 +23,7 @@
 #include "dependent_launch.cuh" /* on sm_90 the decode linears launch as programmatic dependents */
 #include "device.h"             /* wb_current_gpu, wb_current_smem_per_block */
 #include "dtype_device.cuh"
+#include "fresh_load.cuh" /* load_fresh, load_cg: what the kernel before wrote, through L2 */
 #include "gpt2.h" /* GPT2_LN_EPS */
 #include "kernels.h"
 
@@ -32,18 +33,6 @@
 #define DECODE_OUTS 2
 /** @brief 16-byte loads of W each lane keeps in flight per output: with DECODE_OUTS, 16 loads, 8 KB a warp. */
 #define DECODE_LOADS 8
-
-/**
- * @brief A load of what the kernel before wrote (x, the residual y): through L2, not the read-only path (__ldg).
- *        Launched as a programmatic dependent, a kernel is already running while the one before writes, and __ldg
- *        is only for data that nothing writes while the kernel runs: through it, the batch linear's rows of x came
- *        back stale at 33 rows.
- */
-template <typename T>
-static __device__ __forceinline__ T load_written_before(const T *p)
-{
-    return __ldcg(p);
-}
 
 /** @brief 16 bytes of W's row n at k (zeros past K or N: no memory access). */
 template <typename T>
@@ -71,7 +60,7 @@ static __device__ void stage_rows(const T *x, const float *gain, const float *sh
     for (int i = threadIdx.x; i < ROWS * K / VEC; i += blockDim.x) {
         int m = i * VEC / K;
         reinterpret_cast<uint4 *>(rows)[i] =
-            m < M ? load_written_before(reinterpret_cast<const uint4 *>(x) + i) : make_uint4(0, 0, 0, 0);
+            m < M ? load_fresh(reinterpret_cast<const uint4 *>(x) + i) : make_uint4(0, 0, 0, 0);
     }
     __syncthreads();
     if (!gain) return;
@@ -443,7 +432,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     wb_dependent_launch_sync();
 
     /* the rows: warp w takes rows w, w + WARPS, …, lane l their pieces l, l + 32, l + 64; all loads issued at once,
-     * through L2 (load_written_before) */
+     * through L2 (fresh_load.cuh: the kernel before may still be writing them) */
     uint4 raw[ROWS_PER_WARP][LANE_PIECES];
 #pragma unroll
     for (int r = 0; r < ROWS_PER_WARP; ++r)
@@ -451,7 +440,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
         for (int j = 0; j < LANE_PIECES; ++j) {
             const int m = warp + WARPS * r, k = (lane + 32 * j) * 8;
             const uint4 *src = reinterpret_cast<const uint4 *>(static_cast<const __half *>(a.x) + (long long)m * K + k);
-            raw[r][j] = m < M && k < K ? load_written_before(src)
+            raw[r][j] = m < M && k < K ? load_fresh(src)
                                        : make_uint4(0, 0, 0, 0); /* zeros past M and K: the tiles' padding */
         }
     /* a lane's 8 outputs of a chunk are acc[j][2h + e]: output 8j + 2t + e of the chunk, row mt·16 + g + 8h. This
@@ -506,7 +495,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
                 if (a.bias) bias[u] = __ldg(a.bias + col + u);
                 if (a.ln_folded) colsum[u] = __ldg(a.bias + a.N + col + u); /* Σ_k of the output's folded weights */
                 if (EPI == DECODE_RESIDUAL) /* y as it was: the residual stream */
-                    resid[u] = __half2float(load_written_before((const __half *)a.y + (long long)m * a.N + col + u));
+                    resid[u] = load_cg((const __half *)a.y + (long long)m * a.N + col + u);
             }
         cp_async_wait_pending(stages - 2); /* chunk c has landed; the later ones may still be in flight */
         __syncthreads();                   /* every thread's copies are visible, and chunk c − 1 is done with */

@@ -27,6 +27,7 @@
 #include "fast_math.cuh" /* LOG2E: attention's exponentials in base 2 */
 #include "gpt2.h"        /* GPT2_LN_EPS */
 #include "gpu_clock.cuh" /* wb_global_ns: the step's trace */
+#include "fresh_load.cuh" /* load_cg, load_fresh: what the step writes, read through L2 */
 #include "kernels.h"
 
 /** @brief Warps per block of the persistent step: one block per SM. 8 warps may use 255 registers each; with 16
@@ -218,11 +219,6 @@ struct StepCursor {
     }
 };
 
-/** @brief One element written in this step, through L2 (ld.global.cg): an L1 line of it could be stale. */
-static __device__ __forceinline__ float load_cg(const float *p) { return __ldcg(p); }
-/** @brief The same in fp16. */
-static __device__ __forceinline__ float load_cg(const __half *p) { return __half2float(__ldcg(p)); }
-
 /** @brief What a phase's epilogue needs that the phase before does not write: requested before the barrier. */
 struct Prefetched {
     float bias;   /**< the bias of this thread's output (output thread / ROWS, row thread % ROWS) */
@@ -286,9 +282,6 @@ static __device__ __forceinline__ void prefetch_ln_chunks(Prefetched &pre, const
         }
     }
 }
-
-/** @brief 16 bytes of a row written in this step: through L2, never a stale L1 line. */
-static __device__ __forceinline__ uint4 load_fresh(const void *p) { return __ldcg(reinterpret_cast<const uint4 *>(p)); }
 
 /** @brief load_fresh with an L2 cache policy for the line (v4: the K and V past the kept layers, evict-first; sm_80). */
 static __device__ __forceinline__ uint4 load_fresh_with_policy(const void *p, uint64_t policy)

@@ -143,8 +143,8 @@ static const char *run(void *ctx)
     if (!p->fused)
         return gpt2_linear_small_m(p->dtype, p->dx, p->dw, p->db, p->dy, p->M, p->N, p->K, 1, p->ws, p->ws_floats);
     const int fold = p->batch && p->with_ln; /* the batch path: the LayerNorm folded into W */
-    decode_linear_args a = {.epilogue = p->residual ? DECODE_RESIDUAL : DECODE_GELU, .x = p->dx, .ln_w = p->with_ln && !fold ? p->dgain : NULL,
-                            .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
+    decode_linear_args a = {.epilogue = p->residual ? DECODE_RESIDUAL : DECODE_GELU, .x = p->dx,
+                            .ln_w = p->with_ln && !fold ? p->dgain : NULL, .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
                             .M = p->M, .N = p->N, .K = p->K, .ln_folded = fold};
     decode_batch_args skinny = {.w = p->dw_kn, .partials = p->ws, .partials_floats = p->ws_floats}; /* past K 768 */
     if (p->fused == 2) return gpt2_decode_linear_exercise(p->dtype, &a);
@@ -179,14 +179,14 @@ static const char *const ids[] = {"v1", "v2", "ex"};
 /**
  * One case of the check, twice (a second run must work too), with the fused
  * kernel's shared memory capped at smem_cap bytes (0: the GPU's own limit), on
- * its batch path with `batch`.
+ * its batch path with `batch` (and there with the residual epilogue with `residual`).
  * Returns 1 when it fails; a refusal is a failure: these shapes are in the contract.
  */
-static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, int batch, size_t smem_cap, uint64_t seed)
+static int check_case(int v, wb_dtype dtype, int M, int N, int K, int ln, int batch, int residual, size_t smem_cap,
+                      uint64_t seed)
 {
     linear_alone p;
-    const int residual = batch < 0; /* batch −1: the batch path, residual epilogue */
-    problem_init(&p, dtype, M, N, K, v, ln, batch != 0, residual, seed);
+    problem_init(&p, dtype, M, N, K, v, ln, batch, residual, seed);
     char what[96];
     snprintf(what, sizeof what, "linear alone, %s, M %d, K %d, N %d%s%s", wb_dtype_name(dtype), M, K, N,
              ln ? (batch ? ", LayerNorm folded" : ", LayerNorm first") : residual ? ", residual" : "",
@@ -220,26 +220,26 @@ int check_linears_alone(int variant, int dtype_choice, int *checks)
                 for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r)
                     for (int ln = 0; ln <= v; ++ln, ++*checks)
                         failed +=
-                            check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 0, 1000 + 10 * s + r);
+                            check_case(v, dtype, rows[r], shapes[s][1], shapes[s][0], ln, 0, 0, 0, 1000 + 10 * s + r);
             if (v == 1 && !f) /* the T4's path: 8 fp32 rows of K 3080 (98 KB) exceed its 64 KB a block: in groups */
-                failed += check_case(v, dtype, 8, 771, 3080, 1, 0, 64 * 1024, 1100), ++*checks;
+                failed += check_case(v, dtype, 8, 771, 3080, 1, 0, 0, 64 * 1024, 1100), ++*checks;
             if (v == 1 && f && cc >= 80) /* its batch path: the batch linear in 1, 2 and 4 tiles of 16 rows, K 760 (not
-                                            * a multiple of 16), with and without a folded LayerNorm; past 768 inputs
-                                            * the skinny linear and its second pass (N a multiple of 8 there: its
-                                            * rows are copied 16 bytes at a time) */
+                                            * a multiple of 16), with and without a folded LayerNorm (K 128 too), with
+                                            * the residual epilogue; past 768 inputs the skinny linear and its second
+                                            * pass (N a multiple of 8 there: its rows are copied 16 bytes at a time) */
                 for (size_t r = 0; r < sizeof batch_rows / sizeof batch_rows[0]; ++r, *checks += 5) {
-                    failed += check_case(v, dtype, batch_rows[r], 771, 760, 0, 1, 0, 1200 + r);
-                    failed += check_case(v, dtype, batch_rows[r], 771, 760, 1, 1, 0, 1250 + r);
-                    failed += check_case(v, dtype, batch_rows[r], 136, 128, 1, 1, 0, 1270 + r);
-                    failed += check_case(v, dtype, batch_rows[r], 771, 760, 0, -1, 0, 1280 + r);
-                    failed += check_case(v, dtype, batch_rows[r], 776, 1032, 0, 1, 0, 1300 + r);
+                    failed += check_case(v, dtype, batch_rows[r], 771, 760, 0, 1, 0, 0, 1200 + r);
+                    failed += check_case(v, dtype, batch_rows[r], 771, 760, 1, 1, 0, 0, 1250 + r);
+                    failed += check_case(v, dtype, batch_rows[r], 136, 128, 1, 1, 0, 0, 1270 + r);
+                    failed += check_case(v, dtype, batch_rows[r], 771, 760, 0, 1, 1, 0, 1280 + r);
+                    failed += check_case(v, dtype, batch_rows[r], 776, 1032, 0, 1, 0, 0, 1300 + r);
                 }
         }
     /* the exercise slot (exercise.cu): v2's shapes and rows, LayerNorm first, fp32 */
     if ((variant < 0 || variant == EXERCISE_VARIANT) && chosen(dtype_choice, WB_F32))
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
             for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r) {
-                int f = check_case(2, WB_F32, rows[r], shapes[s][1], shapes[s][0], 1, 0, 0, 1000 + 10 * s + r);
+                int f = check_case(2, WB_F32, rows[r], shapes[s][1], shapes[s][0], 1, 0, 0, 0, 1000 + 10 * s + r);
                 if (f < 0) return failed; /* not written yet: said once */
                 failed += f, ++*checks;
             }

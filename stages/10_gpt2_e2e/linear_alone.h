@@ -18,8 +18,9 @@ extern "C" {
 /**
  * @brief --check: both kernels, fp32 and fp16, M = 1, 3, 8, odd N and K not a
  *        multiple of a round of loads; v2's also with its LayerNorm prologue,
- *        and in fp16 on sm_80 its batch path at 3-64 rows (the batch linear, and past
- *        768 inputs the skinny linear with its second pass).
+ *        and in fp16 on sm_80 its batch path at 3-64 rows (the batch linear, with a
+ *        folded LayerNorm and with the residual epilogue too, and past 768 inputs the
+ *        skinny linear with its second pass).
  *        Prints a line per case.
  * @param variant the --variant given (-1: all), as stage 10's variants number them
  * @param dtype_choice --dtype: 0 both, 1 fp32, 2 fp16

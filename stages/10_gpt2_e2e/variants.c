@@ -20,8 +20,8 @@ const decode_path decode_paths[N_VARIANTS] = {
      .min_cc = 75},
     {.id = "v2", .what = "v1 + the fused decode linear (LayerNorm, epilogue in the GEMV)",
      .help = "v1 + the fused decode linear: LayerNorm, bias, GELU, residual, K/V append, argmax in the GEMV (sm_75); "
-             "3-64 sequences in fp16 from sm_80: tensor cores, QKV, fc and the head with these epilogues in the kernel, "
-             "proj and fc-proj in the skinny linear's second pass",
+             "3-64 sequences in fp16 from sm_80: tensor cores, QKV, proj, fc and the head with these epilogues in the "
+             "kernel (QKV's and fc's LayerNorm folded into their weights), fc-proj's in the skinny linear's second pass",
      .min_cc = 75, .fused_linears = 1},
     {.id = "v3", .what = "v2's step as one persistent kernel (grid barriers)",
      .help = "v2's decode step as one persistent kernel, its blocks meeting at grid barriers (sm_75; 1-8 sequences, "
