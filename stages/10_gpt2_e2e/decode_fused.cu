@@ -369,7 +369,8 @@ static __device__ __forceinline__ void cp_async_wait_pending(int n)
  * The whole batch's input, 64 rows of 768 fp16 values, is 96 KB: it fits in
  * one block's shared memory beside a ring of weights. So every block
  *  - requests its first chunks of weights (cp.async, 16 outputs' rows of Wᵀ a
- *    chunk) before it waits for the kernel before;
+ *    chunk) and loads its outputs' biases before it waits for the kernel
+ *    before;
  *  - loads all the rows at once and stores them in shared memory;
  *  - keeps its warp's A fragments (16 rows × its slice of K) in registers;
  *  - with a folded LayerNorm, sums each row and its squares on the tensor
@@ -400,6 +401,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     __half *ring = rows + 16 * M_TILES * ldk;                                            /* [stages][16][ldk] */
     float4 *part = reinterpret_cast<float4 *>(ring + (size_t)stages * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
     float2 *row_sums = reinterpret_cast<float2 *>(part + WARPS * 2 * 32); /* [slice][16·M_TILES]: Σx, Σx² */
+    float2 *col_consts = row_sums + WARPS * 16; /* [cols_per_block]: each output's bias and Σ_k of its weights */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int mt = warp % M_TILES, ks = warp / M_TILES; /* this warp's 16 rows and slice of K */
     const int kk0 = ks * k16 / K_SLICES, kk1 = (ks + 1) * k16 / K_SLICES;
@@ -429,6 +431,11 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
         cp_async_commit(); /* one group a chunk, empty past the last: the waits below count groups */
     };
     for (int c = 0; c < stages - 1; ++c) request(c); /* the weights do not depend on the kernel before */
+    /* nor do the outputs' constants: in shared memory before the wait, they are off every chunk's chain (loaded in
+     * the chunk loop, their trips to DRAM made QKV 7.1 µs at 64 rows against 6.1; globaltimer, H200) */
+    for (int i = threadIdx.x; i < n1 - n0; i += WARPS * 32)
+        col_consts[i] = make_float2(a.bias ? __ldg(a.bias + n0 + i) : 0.0f,
+                                    a.ln_folded ? __ldg(a.bias + a.N + n0 + i) : 0.0f);
     wb_dependent_launch_sync();
 
     /* the rows: warp w takes rows w, w + WARPS, …, lane l their pieces l, l + 32, l + 64; all loads issued at once,
@@ -488,15 +495,11 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     unsigned long long best = 0; /* row m's best (value, token) key */
     for (int c = 0; c < chunks; ++c) {
         const int nc = n0 + BATCH_CHUNK * c, col = nc + 8 * vj + 2 * t + ve;
-        float bias[VALS] = {}, colsum[VALS] = {}, resid[VALS] = {};
+        float resid[VALS] = {};
 #pragma unroll
         for (int u = 0; u < VALS; ++u) /* requested before the wait: they land while the chunk does */
-            if (col + u < n1 && m < M) {
-                if (a.bias) bias[u] = __ldg(a.bias + col + u);
-                if (a.ln_folded) colsum[u] = __ldg(a.bias + a.N + col + u); /* Σ_k of the output's folded weights */
-                if (EPI == DECODE_RESIDUAL) /* y as it was: the residual stream */
-                    resid[u] = load_cg((const __half *)a.y + (long long)m * a.N + col + u);
-            }
+            if (EPI == DECODE_RESIDUAL && col + u < n1 && m < M) /* y as it was: the residual stream */
+                resid[u] = load_cg((const __half *)a.y + (long long)m * a.N + col + u);
         cp_async_wait_pending(stages - 2); /* chunk c has landed; the later ones may still be in flight */
         __syncthreads();                   /* every thread's copies are visible, and chunk c − 1 is done with */
         request(c + stages - 1);           /* into chunk c − 1's slot */
@@ -527,6 +530,12 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
                 reinterpret_cast<const float *>(part + ((sl * M_TILES + mt) * 2 + vj) * 32 + lane) + 2 * vh + ve;
 #pragma unroll
             for (int u = 0; u < VALS; ++u) out[u] += p[u];
+        }
+        float bias[VALS], colsum[VALS];
+#pragma unroll
+        for (int u = 0; u < VALS; ++u) {
+            const float2 cc = col + u < n1 ? col_consts[col - n0 + u] : make_float2(0.0f, 0.0f);
+            bias[u] = cc.x, colsum[u] = cc.y;
         }
         if (m >= M) continue;
         if (a.ln_folded) { /* y = 1/σ·(x·W' − mean·Σ_k W') + bias', σ² = E[x²] − mean² (in fp32 as close as fp16's
@@ -570,11 +579,21 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
 /** @brief Bytes of one row of K inputs in the batch linear's shared memory (an input row, or an output's weights). */
 static size_t batch_row_bytes(int K) { return ((size_t)(K + 15) / 16 * 16 + BATCH_PAD) * sizeof(__half); }
 
-/** @brief Shared memory of the batch linear: the rows of M_TILES tiles, a ring of `stages` chunks, the slices' sums. */
-static size_t batch_smem_bytes(int m_tiles, int K, int stages)
+/** @brief Outputs a block of the batch linear takes: whole chunks, one wave of blocks over the GPU's SMs. */
+static int batch_cols_per_block(int N)
+{
+    int sms;
+    wb_current_gpu(NULL, &sms);
+    const int out_chunks = (N + BATCH_CHUNK - 1) / BATCH_CHUNK;
+    return (out_chunks + sms - 1) / sms * BATCH_CHUNK;
+}
+
+/** @brief Shared memory of the batch linear: the rows of M_TILES tiles, a ring of `stages` chunks, the slices' sums,
+ *         the block's `cols` outputs' constants. */
+static size_t batch_smem_bytes(int m_tiles, int K, int stages, int cols)
 {
     return (16 * (size_t)m_tiles + BATCH_CHUNK * (size_t)stages) * batch_row_bytes(K) +
-           (size_t)batch_warps(m_tiles) * (2 * 32 * sizeof(float4) + 16 * sizeof(float2));
+           (size_t)batch_warps(m_tiles) * (2 * 32 * sizeof(float4) + 16 * sizeof(float2)) + cols * sizeof(float2);
 }
 
 /** @brief Launch one instantiation for up to 16·M_TILES rows: one wave of blocks, each a run of 16-output chunks. */
@@ -587,15 +606,14 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit)
         WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit));
         allowed = limit;
     }
-    int sms;
-    wb_current_gpu(NULL, &sms);
-    const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK, per_block = (out_chunks + sms - 1) / sms;
-    int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0)) / (BATCH_CHUNK * batch_row_bytes(a->K)));
+    const int cols = batch_cols_per_block(a->N), per_block = cols / BATCH_CHUNK;
+    const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK;
+    int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0, cols)) / (BATCH_CHUNK * batch_row_bytes(a->K)));
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
     const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block)), block(batch_warps(M_TILES) * 32);
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg =
-        wb_launch_config_init(&launch, grid, block, batch_smem_bytes(M_TILES, a->K, stages), a->dependent_launch);
+        wb_launch_config_init(&launch, grid, block, batch_smem_bytes(M_TILES, a->K, stages, cols), a->dependent_launch);
     WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, BATCH_CHUNK * per_block, stages));
     WB_CHECK_LAUNCH("decode_batch_linear");
 }
@@ -606,9 +624,10 @@ template <decode_epilogue EPI>
 static const char *launch_batch_linear(const decode_linear_args *a)
 {
     const size_t limit = decode_max_smem();
+    const int cols = batch_cols_per_block(a->N);
     int group = 64;
-    while (group > 16 && batch_smem_bytes(group / 16, a->K, 2) > limit) group /= 2;
-    if (batch_smem_bytes(group / 16, a->K, 2) > limit)
+    while (group > 16 && batch_smem_bytes(group / 16, a->K, 2, cols) > limit) group /= 2;
+    if (batch_smem_bytes(group / 16, a->K, 2, cols) > limit)
         return "batch decode linear: 16 rows and two chunks of weights do not fit in shared memory";
     for (int m0 = 0; m0 < a->M; m0 += group) {
         const decode_linear_args g = rows_of(a, m0, group, sizeof(__half));
@@ -638,6 +657,8 @@ static const char *launch_batch_linear(const decode_linear_args *a)
  * ln_next, one block holds the whole row (gridDim.x is 1, a thread an
  * output), adds the residual, and writes the new row normalised for the next
  * linear. Block (x, m) takes output x·blockDim.x + threadIdx.x of row m.
+ * On sm_90 it starts as a programmatic dependent of the GEMM, and lets the
+ * linear after it start the same way.
  */
 template <decode_epilogue EPI>
 __global__ void __launch_bounds__(1024)
@@ -648,12 +669,21 @@ __global__ void __launch_bounds__(1024)
     const int m = blockIdx.y;
     const long long chunk = (long long)a.M * pitch; /* one K chunk's partial sums */
     unsigned long long best = 0;
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < a.N; n += gridDim.x * blockDim.x) {
+    /* before the wait, what the GEMM does not write: the first output's bias and residual. The GEMM itself was
+     * launched in stream order, after every kernel before it had finished, so the residual stream is final */
+    const int n_first = blockIdx.x * blockDim.x + threadIdx.x;
+    const float bias_first = a.bias && n_first < a.N ? __ldg(a.bias + n_first) : 0.0f;
+    const float resid_first =
+        EPI == DECODE_RESIDUAL && n_first < a.N ? load((const __half *)a.y, (long long)m * a.N + n_first) : 0.0f;
+    wb_dependent_launch_sync(); /* the next linear's blocks may start, and the GEMM's sums are all written */
+    for (int n = n_first; n < a.N; n += gridDim.x * blockDim.x) {
         const float *part = b.partials + (long long)m * pitch + n;
-        float s = a.bias ? __ldg(a.bias + n) : 0.0f;
+        float s = n == n_first ? bias_first : a.bias ? __ldg(a.bias + n) : 0.0f;
 #pragma unroll 8 /* the chunks' loads in flight together: the kernel lasts a thread's chain of trips to L2 */
-        for (int k = 0; k < splits; ++k) s += part[k * chunk];
-        float resid = EPI == DECODE_RESIDUAL ? load((const __half *)a.y, (long long)m * a.N + n) : 0.0f;
+        for (int k = 0; k < splits; ++k) s += load_cg(part + k * chunk);
+        const float resid = n == n_first                ? resid_first
+                            : EPI == DECODE_RESIDUAL ? load((const __half *)a.y, (long long)m * a.N + n)
+                                                     : 0.0f;
         decode_epilogue_apply<__half, EPI>(a, m, n, s, resid, best);
         if (EPI == DECODE_RESIDUAL && b.ln_next) new_row[n] = __half2float(__float2half(resid + s));
     }
@@ -700,7 +730,12 @@ static const char *launch_decode_batch(const decode_linear_args *a, const decode
     const bool whole_rows = EPI == DECODE_RESIDUAL && b->ln_next;
     const int threads = whole_rows ? (a->N < 1024 ? (a->N + 31) / 32 * 32 : 1024) : 256;
     dim3 grid(whole_rows ? 1 : (a->N + threads - 1) / threads, a->M);
-    decode_batch_finish<EPI><<<grid, threads, whole_rows ? a->N * sizeof(float) : 0>>>(*a, *b, splits, pitch);
+    /* a programmatic dependent of the GEMM (sm_90): launched as the GEMM's blocks end, it overlaps its start with
+     * their tail, and lets the next linear start in turn */
+    wb_launch_config launch;
+    cudaLaunchConfig_t *cfg =
+        wb_launch_config_init(&launch, grid, dim3(threads), whole_rows ? a->N * sizeof(float) : 0, a->dependent_launch);
+    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, decode_batch_finish<EPI>, *a, *b, splits, pitch));
     WB_CHECK_LAUNCH("decode_batch_finish");
     return NULL;
 }
