@@ -598,7 +598,7 @@ static size_t batch_smem_bytes(int m_tiles, int K, int stages, int cols)
 
 /** @brief Launch one instantiation for up to 16·M_TILES rows: one wave of blocks, each a run of 16-output chunks. */
 template <int M_TILES, decode_epilogue EPI>
-static void launch_batch_tiles(const decode_linear_args *a, size_t limit)
+static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int cols)
 {
     auto kernel = decode_batch_linear<M_TILES, EPI>;
     static size_t allowed = 0; /* raised once per instantiation (the limit is the GPU's) */
@@ -606,7 +606,7 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit)
         WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit));
         allowed = limit;
     }
-    const int cols = batch_cols_per_block(a->N), per_block = cols / BATCH_CHUNK;
+    const int per_block = cols / BATCH_CHUNK; /* cols: batch_cols_per_block(a->N) */
     const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK;
     int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0, cols)) / (BATCH_CHUNK * batch_row_bytes(a->K)));
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
@@ -614,7 +614,7 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit)
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg =
         wb_launch_config_init(&launch, grid, block, batch_smem_bytes(M_TILES, a->K, stages, cols), a->dependent_launch);
-    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, BATCH_CHUNK * per_block, stages));
+    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, cols, stages));
     WB_CHECK_LAUNCH("decode_batch_linear");
 }
 
@@ -631,9 +631,9 @@ static const char *launch_batch_linear(const decode_linear_args *a)
         return "batch decode linear: 16 rows and two chunks of weights do not fit in shared memory";
     for (int m0 = 0; m0 < a->M; m0 += group) {
         const decode_linear_args g = rows_of(a, m0, group, sizeof(__half));
-        if (g.M <= 16) launch_batch_tiles<1, EPI>(&g, limit);
-        else if (g.M <= 32) launch_batch_tiles<2, EPI>(&g, limit);
-        else launch_batch_tiles<4, EPI>(&g, limit);
+        if (g.M <= 16) launch_batch_tiles<1, EPI>(&g, limit, cols);
+        else if (g.M <= 32) launch_batch_tiles<2, EPI>(&g, limit, cols);
+        else launch_batch_tiles<4, EPI>(&g, limit, cols);
     }
     return NULL;
 }

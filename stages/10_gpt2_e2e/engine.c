@@ -141,7 +141,8 @@ const char *engine_init(gpt2_engine *e, const gpt2_model *m, wb_dtype dtype, con
             e->fc_wt[l] = wb_device_upload_transposed(b->fc_w, C, 4 * C, dtype, "fc weight, transposed");
             e->fcproj_wt[l] = wb_device_upload_transposed(b->fcproj_w, 4 * C, C, dtype, "fc proj weight, transposed");
         }
-        if (fused_decode && e->skinny_linear) { /* v2's batch path and v5: QKV and fc with their LayerNorm folded in */
+        /* QKV and fc with their LayerNorm folded in: for v2's batch path and v5, which both take C <= 768 only */
+        if (fused_decode && e->skinny_linear && C <= DECODE_BATCH_MAX_K) {
             TRY(upload_folded(b->qkv_w, b->qkv_b, b->ln1_w, b->ln1_b, C, 3 * C, &e->qkv_wt_folded[l], &e->qkv_b_folded[l]));
             TRY(upload_folded(b->fc_w, b->fc_b, b->ln2_w, b->ln2_b, C, 4 * C, &e->fc_wt_folded[l], &e->fc_b_folded[l]));
         }

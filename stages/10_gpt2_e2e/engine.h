@@ -185,7 +185,7 @@ typedef struct gpt2_engine {
     void **fc_wt;             /**< v2-v5, per layer: [4C][C] */
     void **fcproj_wt;         /**< v2-v5, per layer: [C][4C] */
     void **qkv_wt_folded;     /**< v2-v5 in fp16 on sm_80+ (v2's batch path, v5), per layer: qkv_wt with ln_1's gains
-                                   folded in (gpt2_fold_layernorm) */
+                                   folded in (gpt2_fold_layernorm); NULL past C = DECODE_BATCH_MAX_K */
     float **qkv_b_folded;     /**< the same: [2][3C], the bias with ln_1's shifts folded in, then each output's folded
                                    weights' sum */
     void **fc_wt_folded;      /**< the same for fc and ln_2: [4C][C] */

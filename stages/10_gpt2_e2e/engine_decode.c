@@ -166,7 +166,7 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
     const gpt2_config *c = &e->cfg;
     int C = c->C, H = c->n_head, L = c->n_layer, batch = e->skinny_linear && n >= DECODE_BATCH_MIN_ROWS;
-    const int fold = batch && C <= DECODE_BATCH_MAX_K;
+    const int fold = batch && e->qkv_wt_folded[0]; /* the engine folded ln_1 and ln_2 where the batch linear takes C */
     const void *x_in = batch && !fold ? e->ln : e->x; /* what QKV and fc read: x, or past 768 inputs x normalised */
     float *ws = e->small_m_workspace;
     size_t wsf = e->small_m_floats;

@@ -144,8 +144,9 @@ static const char *run(void *ctx)
         return gpt2_linear_small_m(p->dtype, p->dx, p->dw, p->db, p->dy, p->M, p->N, p->K, 1, p->ws, p->ws_floats);
     const int fold = p->batch && p->with_ln; /* the batch path: the LayerNorm folded into W */
     decode_linear_args a = {.epilogue = p->residual ? DECODE_RESIDUAL : DECODE_GELU, .x = p->dx,
-                            .ln_w = p->with_ln && !fold ? p->dgain : NULL, .ln_b = p->with_ln ? p->dshift : NULL, .w_t = p->dw, .bias = p->db, .y = p->dy,
-                            .M = p->M, .N = p->N, .K = p->K, .ln_folded = fold};
+                            .ln_w = p->with_ln && !fold ? p->dgain : NULL, .ln_b = p->with_ln ? p->dshift : NULL,
+                            .w_t = p->dw, .bias = p->db, .y = p->dy, .M = p->M, .N = p->N, .K = p->K,
+                            .ln_folded = fold};
     decode_batch_args skinny = {.w = p->dw_kn, .partials = p->ws, .partials_floats = p->ws_floats}; /* past K 768 */
     if (p->fused == 2) return gpt2_decode_linear_exercise(p->dtype, &a);
     return gpt2_decode_linear(p->dtype, &a, p->batch ? &skinny : NULL);
