@@ -115,9 +115,13 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     wb_dependent_launch_sync();
     int part = blockIdx.x, h0 = blockIdx.y * G, b = blockIdx.z;
     int len = lens[b], t_begin = part * partition_tokens;
-    if (t_begin >= len) return; /* a shorter sequence: fewer partitions */
-    int t_end = min(len, t_begin + partition_tokens);
-    if (len <= partition_tokens) part_o = NULL; /* the row's only partition: it writes O itself, nothing to merge */
+    /* a context shorter than MIN_SPLIT_TOKENS is not split: its first block streams it all. The merge (a fence, a
+     * count, the partials read again) took about 2 µs on the H200 in stage 10's step, the time one block streams
+     * some 260 tokens of d 64: for shorter contexts splitting lost (at 311 tokens, batch 1: 7% of the step) */
+    const bool whole = len < MIN_SPLIT_TOKENS || len <= partition_tokens;
+    if (t_begin >= len || (whole && part > 0)) return; /* a shorter sequence: fewer partitions */
+    int t_end = whole ? len : min(len, t_begin + partition_tokens);
+    if (whole) part_o = NULL; /* the row's only partition: it writes O itself, nothing to merge */
     int kvh = h0 / (Hq / Hkv); /* grouped-query: Hq/Hkv query heads share a KV head (the G heads here all do) */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
 

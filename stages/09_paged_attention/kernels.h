@@ -23,6 +23,9 @@ extern "C" {
 
 /** @brief v3's smallest partition of the context, in tokens (split-K / flash-decoding). */
 #define MIN_PARTITION_TOKENS 256
+/** @brief v3-v5 split only a context of at least this many tokens: a shorter one's block streams it whole in less
+ *         than the merge of two partitions costs (kernels.cu, paged_decode_partition). */
+#define MIN_SPLIT_TOKENS (2 * MIN_PARTITION_TOKENS)
 
 /** @brief One decode-attention problem. */
 typedef struct {
