@@ -336,8 +336,6 @@ static const char *launch_decode_linear(const decode_linear_args *a)
  *         rows 16, so that each warp's chain of mma and the chunk's sums stay short (at 1 tile 16 warps measured
  *         slower: 16 slices' sums to add). */
 static __host__ __device__ constexpr int batch_warps(int m_tiles) { return m_tiles == 1 ? 8 : 16; }
-/** @brief The widest input row the batch linear holds (QKV, proj, fc, the LM head): 3 16-byte pieces a lane. */
-#define BATCH_MAX_K DECODE_BATCH_MAX_K
 /** @brief Outputs a chunk of the ring holds: two mma tiles of 8, so that each warp has two independent products. */
 #define BATCH_CHUNK 16
 /** @brief Halves after each row in shared memory: rows of 768 + 8 halves are 1552 bytes apart, 16 modulo 128, so
@@ -364,7 +362,7 @@ static __device__ __forceinline__ void cp_async_wait_pending(int n)
  * @brief v2's linear for a decode batch of 3-64 rows whose outputs need
  *        nothing but themselves (QKV, proj, fc, the LM head; fp16, sm_80): y
  *        = epilogue(x·W + bias), W transposed ([N][K]), K at most
- *        BATCH_MAX_K; with ln_folded, x's LayerNorm folded into W.
+ *        DECODE_BATCH_MAX_K; with ln_folded, x's LayerNorm folded into W.
  *
  * The whole batch's input, 64 rows of 768 fp16 values, is 96 KB: it fits in
  * one block's shared memory beside a ring of weights. So every block
@@ -391,9 +389,9 @@ template <int M_TILES, decode_epilogue EPI>
 __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     decode_batch_linear(decode_linear_args a, int cols_per_block, int stages)
 {
-    constexpr int WARPS = batch_warps(M_TILES), K_SLICES = WARPS / M_TILES, MAX_KK = BATCH_MAX_K / 16 / K_SLICES;
-    constexpr int ROWS_PER_WARP = M_TILES * 16 / WARPS, LANE_PIECES = BATCH_MAX_K / 8 / 32;
-    constexpr int PIECES = BATCH_CHUNK * BATCH_MAX_K / 8 / (WARPS * 32); /* a chunk's 16-byte copies a thread */
+    constexpr int WARPS = batch_warps(M_TILES), K_SLICES = WARPS / M_TILES, MAX_KK = DECODE_BATCH_MAX_K / 16 / K_SLICES;
+    constexpr int ROWS_PER_WARP = M_TILES * 16 / WARPS, LANE_PIECES = DECODE_BATCH_MAX_K / 8 / 32;
+    constexpr int PIECES = BATCH_CHUNK * DECODE_BATCH_MAX_K / 8 / (WARPS * 32); /* a chunk's 16-byte copies a thread */
     constexpr int VALS = 8 / K_SLICES; /* a lane's outputs of a chunk that its warp finishes: 2 or 1 */
     extern __shared__ __align__(16) unsigned char smem[];
     const int M = a.M, K = a.K, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
@@ -649,7 +647,7 @@ static const char *launch_batch_linear(const decode_linear_args *a)
  *        ends with the residual add and the next LayerNorm, which needs a
  *        whole row (and fc-proj's 4C inputs a row would not fit in shared
  *        memory beside its weights); so do the other linears past
- *        BATCH_MAX_K inputs.
+ *        DECODE_BATCH_MAX_K inputs.
  *
  * A LayerNorm cannot be the prologue of a GEMM that streams its rows into
  * the tensor cores, and every block of the batch linear would normalise all
@@ -750,7 +748,7 @@ static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args 
                "already normalised (no ln_w)";
     /* the linears whose outputs need nothing but themselves take the batch linear (QKV's chunks of 16 in one head;
      * a residual add with no LayerNorm after it) */
-    const bool own_epilogue = (a->epilogue != DECODE_RESIDUAL || !b->ln_next) && a->K <= BATCH_MAX_K &&
+    const bool own_epilogue = (a->epilogue != DECODE_RESIDUAL || !b->ln_next) && a->K <= DECODE_BATCH_MAX_K &&
                               (a->epilogue != DECODE_QKV_APPEND || (a->N / 3 / a->H) % BATCH_CHUNK == 0);
     if (own_epilogue) switch (a->epilogue) {
         case DECODE_QKV_APPEND: return launch_batch_linear<DECODE_QKV_APPEND>(a);
