@@ -110,9 +110,6 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     constexpr int TILE = PASSES * TOKENS_PER_PASS;
     constexpr bool LEAN = Rows::LEAN; /* v5's inner loop (PagedRowsFast) */
     __shared__ float warp_m[G][DECODE_WARPS], warp_l[G][DECODE_WARPS], warp_o[G][DECODE_WARPS][D];
-    /* launched as a programmatic dependent (stage 10's decode step): nothing is read before the kernel
-     * ahead, which wrote q and the new token's K and V, has finished. Launched normally, it does nothing. */
-    wb_dependent_launch_sync();
     int part = blockIdx.x, h0 = blockIdx.y * G, b = blockIdx.z;
     int len = lens[b], t_begin = part * partition_tokens;
     /* a context shorter than MIN_SPLIT_TOKENS is not split: its first block streams it all. The merge (a fence, a
@@ -125,28 +122,21 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     int kvh = h0 / (Hq / Hkv); /* grouped-query: Hq/Hkv query heads share a KV head (the G heads here all do) */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % CHUNKS, sub = lane / CHUNKS;
 
-    float qv[G][EP], acc[G][EP], m[G], l[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-        unpack16(*reinterpret_cast<const uint4 *>(q + ((long long)b * Hq + h0 + g) * D + c * EP), qv[g], T());
-#pragma unroll
-        for (int k = 0; k < EP; ++k) qv[g][k] *= scale_log2, acc[g][k] = 0.0f;
-        m[g] = -INFINITY, l[g] = 0.0f;
-    }
-    /* one tile's K and V: every lane's PASSES loads issued together, zeros past the end (v5: the last token
-     * again, with no branch: its score is masked to -inf below, so its weight is 0 and its V, real data, adds 0) */
-    auto load_tile = [&](int t0, uint4 (&kr)[PASSES], uint4 (&vr)[PASSES]) {
+    /* one tile's K and V, tokens t0 … t0 + TILE − 1 of those before `end`: every lane's PASSES loads issued
+     * together, zeros past the end (v5: the last token again, with no branch: its score is masked to -inf below,
+     * so its weight is 0 and its V, real data, adds 0) */
+    auto load_tile = [&](int t0, uint4 (&kr)[PASSES], uint4 (&vr)[PASSES], int end) {
 #pragma unroll
         for (int p = 0; p < PASSES; ++p) {
             int t = t0 + p * TOKENS_PER_PASS + sub;
             if constexpr (LEAN) {
-                long long off = rows.row(b, kvh, min(t, t_end - 1)) * D + c * EP;
+                long long off = rows.row(b, kvh, min(t, end - 1)) * D + c * EP;
                 kr[p] = *reinterpret_cast<const uint4 *>(k_pool + off);
                 vr[p] = *reinterpret_cast<const uint4 *>(v_pool + off);
                 continue;
             }
             kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
-            if (t < t_end) {
+            if (t < end) {
                 long long off = rows.row(b, kvh, t) * D + c * EP;
                 kr[p] = *reinterpret_cast<const uint4 *>(k_pool + off);
                 vr[p] = *reinterpret_cast<const uint4 *>(v_pool + off);
@@ -155,12 +145,39 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     };
     uint4 kr[PASSES], vr[PASSES], k_next[PASSES], v_next[PASSES];
     constexpr int STEP = DECODE_WARPS * TILE; /* the warps take tiles in turn */
-    if (t_begin + warp * TILE < t_end) load_tile(t_begin + warp * TILE, kr, vr);
+    /* Stage 10's decode step launches this kernel as a programmatic dependent of the kernel that writes q and
+     * appends each row's newest token (len − 1) to the cache; every older token was there before it began. So the
+     * warp's first tile, bar that token, is requested first, and streams in while the kernel ahead drains; after
+     * the wait, q and the newest token. Launched normally, the wait does nothing. */
+    const int t_first = t_begin + warp * TILE, ready = min(t_end, len - 1); /* tokens before `ready`: already there */
+    if (t_first < ready) load_tile(t_first, kr, vr, ready);
+    wb_dependent_launch_sync();
+    if (t_first < t_end && t_first >= ready) {
+        load_tile(t_first, kr, vr, t_end); /* the tile starts at the newest token: nothing was loaded */
+    } else if (t_first + TILE > ready && ready < t_end) { /* the newest token is in this tile: its passes again */
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const int t = t_first + p * TOKENS_PER_PASS + sub;
+            if (t >= ready && (LEAN || t < t_end)) {
+                long long off = rows.row(b, kvh, min(t, t_end - 1)) * D + c * EP;
+                kr[p] = *reinterpret_cast<const uint4 *>(k_pool + off);
+                vr[p] = *reinterpret_cast<const uint4 *>(v_pool + off);
+            }
+        }
+    }
+    float qv[G][EP], acc[G][EP], m[G], l[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        unpack16(*reinterpret_cast<const uint4 *>(q + ((long long)b * Hq + h0 + g) * D + c * EP), qv[g], T());
+#pragma unroll
+        for (int k = 0; k < EP; ++k) qv[g][k] *= scale_log2, acc[g][k] = 0.0f;
+        m[g] = -INFINITY, l[g] = 0.0f;
+    }
     /* v5 (LEAN): two tiles per trip, so "next becomes current" is a renaming of registers, not 4·PASSES moves */
 #pragma unroll(LEAN ? 2 : 1)
     for (int t0 = t_begin + warp * TILE; t0 < t_end; t0 += STEP) {
         /* software pipeline: the next tile's loads are in flight while this one is computed */
-        if (t0 + STEP < t_end) load_tile(t0 + STEP, k_next, v_next);
+        if (t0 + STEP < t_end) load_tile(t0 + STEP, k_next, v_next, t_end);
         attend_tile<T, D, G, PASSES, LEAN>(kr, vr, t0, t_end, sub, qv, acc, m, l);
 #pragma unroll
         for (int p = 0; p < PASSES; ++p) kr[p] = k_next[p], vr[p] = v_next[p];

@@ -437,8 +437,11 @@ int stage10_check(const gpt2_model *file_model, const char *weights, int check_f
         failed += check_long_contexts(&m, cases[k].v, cases[k].dtype, long_ref, sanitizer_sweep, &checks);
     free(long_ref);
     gpt2_model_free(&m);
-    gpt2_model_random(&m, &tiny, (uint64_t)opt->seed + 3);
-    printf("tiny random model, batches past 8 sequences against the CPU reference:\n");
+    /* 4 heads of 64 and C = 256: fc-proj's 4C = 1024 inputs pass DECODE_BATCH_MAX_K, and the batch linear takes
+     * them in slices (decode_fused.cu's launch_batch_sliced) */
+    const gpt2_config wide = {300, 64, 2, 4, 256};
+    gpt2_model_random(&m, &wide, (uint64_t)opt->seed + 3);
+    printf("tiny random model (C %d), batches past 8 sequences against the CPU reference:\n", wide.C);
     for (int k = 0; k < n_cases; ++k)
         failed += check_large_batches(&m, cases[k].v, cases[k].dtype, sanitizer_sweep, &checks);
     gpt2_model_free(&m);

@@ -9,8 +9,8 @@
  *        LayerNorm as its prologue, and bias, GELU, residual add or the K/V
  *        append as its epilogue — 4 kernels and stage 09's attention per
  *        block. A decode batch of 3-64 rows (fp16, sm_80) runs on tensor
- *        cores: the batch linear, every block holding all the rows, and the
- *        skinny linear with its second pass.
+ *        cores: the batch linear, every block holding all the rows (fc-proj's
+ *        4C inputs a slice at a time, its sums added by a second pass).
  */
 #include <cuda_fp16.h>
 #include <math.h>
@@ -379,22 +379,27 @@ static __device__ __forceinline__ void cp_async_wait_pending(int n)
  *    the spot, the chunk's slot refilled.
  * A block's outputs are one run of Wᵀ; the blocks are one wave. No K split over
  * blocks and no partial sums in memory: a layer is one kernel, its epilogue
- * included. One block holds an SM, and no other block hides its latencies, so
+ * included. Save for fc-proj (PARTIALS), whose 4C inputs of 64 rows would not
+ * fit: each of its blocks holds one slice of k_slice inputs of every row, the
+ * slices' blocks side by side in the grid, and leaves the slice's sums in
+ * `partials` for decode_batch_finish. One block holds an SM, and no other block hides its latencies, so
  * the kernel keeps every chain short: 16 warps from 17 rows, each warp of a
  * tile finishing a share of its outputs (the LM head 56.0 against 49.3 µs at
  * 64 rows when one warp a tile finished them all, ncu, H200), the copies'
  * addresses and the K/V slots worked out once.
  */
-template <int M_TILES, decode_epilogue EPI>
+template <int M_TILES, decode_epilogue EPI, bool PARTIALS = false>
 __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
-    decode_batch_linear(decode_linear_args a, int cols_per_block, int stages)
+    decode_batch_linear(decode_linear_args a, int cols_per_block, int stages, int k_slice, float *partials)
 {
     constexpr int WARPS = batch_warps(M_TILES), K_SLICES = WARPS / M_TILES, MAX_KK = DECODE_BATCH_MAX_K / 16 / K_SLICES;
     constexpr int ROWS_PER_WARP = M_TILES * 16 / WARPS, LANE_PIECES = DECODE_BATCH_MAX_K / 8 / 32;
     constexpr int PIECES = BATCH_CHUNK * DECODE_BATCH_MAX_K / 8 / (WARPS * 32); /* a chunk's 16-byte copies a thread */
     constexpr int VALS = 8 / K_SLICES; /* a lane's outputs of a chunk that its warp finishes: 2 or 1 */
     extern __shared__ __align__(16) unsigned char smem[];
-    const int M = a.M, K = a.K, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
+    /* this block's slice of the inputs (the whole row but for fc-proj, in slices of k_slice) and its outputs */
+    const int per_slice = (a.N + cols_per_block - 1) / cols_per_block, slice = blockIdx.x / per_slice;
+    const int M = a.M, K = k_slice, k0 = slice * k_slice, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
     __half *rows = reinterpret_cast<__half *>(smem);                                    /* [16·M_TILES][ldk] */
     __half *ring = rows + 16 * M_TILES * ldk;                                            /* [stages][16][ldk] */
     float4 *part = reinterpret_cast<float4 *>(ring + (size_t)stages * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
@@ -403,7 +408,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int mt = warp % M_TILES, ks = warp / M_TILES; /* this warp's 16 rows and slice of K */
     const int kk0 = ks * k16 / K_SLICES, kk1 = (ks + 1) * k16 / K_SLICES;
-    const int n0 = blockIdx.x * cols_per_block, n1 = min(a.N, n0 + cols_per_block);
+    const int n0 = blockIdx.x % per_slice * cols_per_block, n1 = min(a.N, n0 + cols_per_block);
     const int chunks = (n1 - n0 + BATCH_CHUNK - 1) / BATCH_CHUNK;
     const __half *W = static_cast<const __half *>(a.w_t);
 
@@ -423,7 +428,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
                 const int j = piece_j[q], k = piece_k[q];
                 const bool real = j < BATCH_CHUNK && nc + j < n1 && k < K;
                 if (j < BATCH_CHUNK)
-                    cp_async_16(slot + j * ldk + k, real ? W + (long long)(nc + j) * K + k : W, real ? 16 : 0);
+                    cp_async_16(slot + j * ldk + k, real ? W + (long long)(nc + j) * a.K + k0 + k : W, real ? 16 : 0);
             }
         }
         cp_async_commit(); /* one group a chunk, empty past the last: the waits below count groups */
@@ -444,7 +449,8 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
 #pragma unroll
         for (int j = 0; j < LANE_PIECES; ++j) {
             const int m = warp + WARPS * r, k = (lane + 32 * j) * 8;
-            const uint4 *src = reinterpret_cast<const uint4 *>(static_cast<const __half *>(a.x) + (long long)m * K + k);
+            const uint4 *src =
+                reinterpret_cast<const uint4 *>(static_cast<const __half *>(a.x) + (long long)m * a.K + k0 + k);
             raw[r][j] = m < M && k < K ? load_fresh(src)
                                        : make_uint4(0, 0, 0, 0); /* zeros past M and K: the tiles' padding */
         }
@@ -496,7 +502,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
         float resid[VALS] = {};
 #pragma unroll
         for (int u = 0; u < VALS; ++u) /* requested before the wait: they land while the chunk does */
-            if (EPI == DECODE_RESIDUAL && col + u < n1 && m < M) /* y as it was: the residual stream */
+            if (EPI == DECODE_RESIDUAL && !PARTIALS && col + u < n1 && m < M) /* y as it was: the residual stream */
                 resid[u] = load_cg((const __half *)a.y + (long long)m * a.N + col + u);
         cp_async_wait_pending(stages - 2); /* chunk c has landed; the later ones may still be in flight */
         __syncthreads();                   /* every thread's copies are visible, and chunk c − 1 is done with */
@@ -536,6 +542,12 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
             bias[u] = cc.x, colsum[u] = cc.y;
         }
         if (m >= M) continue;
+        if (PARTIALS) { /* fc-proj: this slice's sums, added with the bias and the residual by decode_batch_finish */
+#pragma unroll
+            for (int u = 0; u < VALS; ++u)
+                if (col + u < n1) partials[((long long)slice * M + m) * a.N + col + u] = out[u];
+            continue;
+        }
         if (a.ln_folded) { /* y = 1/σ·(x·W' − mean·Σ_k W') + bias', σ² = E[x²] − mean² (in fp32 as close as fp16's
                             * rounding while the mean is under a hundred σ, as a residual stream's is) */
             float sum = 0.0f, sum_sq = 0.0f;
@@ -594,11 +606,14 @@ static size_t batch_smem_bytes(int m_tiles, int K, int stages, int cols)
            (size_t)batch_warps(m_tiles) * (2 * 32 * sizeof(float4) + 16 * sizeof(float2)) + cols * sizeof(float2);
 }
 
-/** @brief Launch one instantiation for up to 16·M_TILES rows: one wave of blocks, each a run of 16-output chunks. */
-template <int M_TILES, decode_epilogue EPI>
-static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int cols)
+/** @brief Launch one instantiation for up to 16·M_TILES rows: one wave of blocks, each a run of 16-output chunks of
+ *         one slice of K (k_slice inputs: K, or fc-proj's quarters, which leave their sums in `partials`). */
+template <int M_TILES, decode_epilogue EPI, bool PARTIALS = false>
+static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int cols, int k_slice = 0,
+                               float *partials = NULL)
 {
-    auto kernel = decode_batch_linear<M_TILES, EPI>;
+    auto kernel = decode_batch_linear<M_TILES, EPI, PARTIALS>;
+    if (!k_slice) k_slice = a->K;
     static size_t allowed = 0; /* raised once per instantiation (the limit is the GPU's) */
     if (allowed < limit) {
         WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit));
@@ -606,13 +621,14 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int co
     }
     const int per_block = cols / BATCH_CHUNK; /* cols: batch_cols_per_block(a->N) */
     const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK;
-    int stages = (int)((limit - batch_smem_bytes(M_TILES, a->K, 0, cols)) / (BATCH_CHUNK * batch_row_bytes(a->K)));
+    int stages = (int)((limit - batch_smem_bytes(M_TILES, k_slice, 0, cols)) / (BATCH_CHUNK * batch_row_bytes(k_slice)));
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
-    const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block)), block(batch_warps(M_TILES) * 32);
+    const int slices = a->K / k_slice;
+    const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block * slices)), block(batch_warps(M_TILES) * 32);
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg =
-        wb_launch_config_init(&launch, grid, block, batch_smem_bytes(M_TILES, a->K, stages, cols), a->dependent_launch);
-    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, cols, stages));
+        wb_launch_config_init(&launch, grid, block, batch_smem_bytes(M_TILES, k_slice, stages, cols), a->dependent_launch);
+    WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, cols, stages, k_slice, partials));
     WB_CHECK_LAUNCH("decode_batch_linear");
 }
 
@@ -637,17 +653,16 @@ static const char *launch_batch_linear(const decode_linear_args *a)
 }
 
 /* ------------------------------------------------------------------------ */
-/* 3-64 rows: v1's skinny linear, the epilogue in its second pass            */
+/* 3-64 rows: the sums of a linear's slices, the epilogue in a second pass    */
 /* ------------------------------------------------------------------------ */
 
 /**
- * @brief The second pass of the skinny linear (tensor cores, one 64-row tile,
- *        K split over blocks, v1's) for a decode batch: row m's outputs, the K
- *        chunks added, through v2's epilogue. proj and fc-proj take it: each
- *        ends with the residual add and the next LayerNorm, which needs a
- *        whole row (and fc-proj's 4C inputs a row would not fit in shared
- *        memory beside its weights); so do the other linears past
- *        DECODE_BATCH_MAX_K inputs.
+ * @brief The second pass of a linear whose K is split over blocks (fc-proj's
+ *        slices in the batch linear; the skinny linear, v1's, for a linear
+ *        the batch linear does not take): row m's outputs, the slices'
+ *        partial sums added, through v2's epilogue. fc-proj ends with the
+ *        residual add, and at the last layer with the LM head's LayerNorm,
+ *        which needs a whole row.
  *
  * A LayerNorm cannot be the prologue of a GEMM that streams its rows into
  * the tensor cores, and every block of the batch linear would normalise all
@@ -655,8 +670,8 @@ static const char *launch_batch_linear(const decode_linear_args *a)
  * ln_next, one block holds the whole row (gridDim.x is 1, a thread an
  * output), adds the residual, and writes the new row normalised for the next
  * linear. Block (x, m) takes output x·blockDim.x + threadIdx.x of row m.
- * On sm_90 it starts as a programmatic dependent of the GEMM, and lets the
- * linear after it start the same way.
+ * On sm_90 it starts as a programmatic dependent of the kernel before, and
+ * lets the linear after it start the same way.
  */
 template <decode_epilogue EPI>
 __global__ void __launch_bounds__(1024)
@@ -667,21 +682,15 @@ __global__ void __launch_bounds__(1024)
     const int m = blockIdx.y;
     const long long chunk = (long long)a.M * pitch; /* one K chunk's partial sums */
     unsigned long long best = 0;
-    /* before the wait, what the GEMM does not write: the first output's bias and residual. The GEMM itself was
-     * launched in stream order, after every kernel before it had finished, so the residual stream is final */
-    const int n_first = blockIdx.x * blockDim.x + threadIdx.x;
-    const float bias_first = a.bias && n_first < a.N ? __ldg(a.bias + n_first) : 0.0f;
-    const float resid_first =
-        EPI == DECODE_RESIDUAL && n_first < a.N ? load((const __half *)a.y, (long long)m * a.N + n_first) : 0.0f;
-    wb_dependent_launch_sync(); /* the next linear's blocks may start, and the GEMM's sums are all written */
-    for (int n = n_first; n < a.N; n += gridDim.x * blockDim.x) {
+    /* the wait comes first: the kernel before may be a programmatic dependent in turn (the sliced batch linear),
+     * and before its end even the residual stream may not be final (a chain of dependents runs ahead) */
+    wb_dependent_launch_sync(); /* the next linear's blocks may start, and the sums are all written */
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < a.N; n += gridDim.x * blockDim.x) {
         const float *part = b.partials + (long long)m * pitch + n;
-        float s = n == n_first ? bias_first : a.bias ? __ldg(a.bias + n) : 0.0f;
+        float s = a.bias ? __ldg(a.bias + n) : 0.0f;
 #pragma unroll 8 /* the chunks' loads in flight together: the kernel lasts a thread's chain of trips to L2 */
         for (int k = 0; k < splits; ++k) s += load_cg(part + k * chunk);
-        const float resid = n == n_first                ? resid_first
-                            : EPI == DECODE_RESIDUAL ? load((const __half *)a.y, (long long)m * a.N + n)
-                                                     : 0.0f;
+        const float resid = EPI == DECODE_RESIDUAL ? load((const __half *)a.y, (long long)m * a.N + n) : 0.0f;
         decode_epilogue_apply<__half, EPI>(a, m, n, s, resid, best);
         if (EPI == DECODE_RESIDUAL && b.ln_next) new_row[n] = __half2float(__float2half(resid + s));
     }
@@ -717,19 +726,15 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
-/** @brief 3-64 rows: the skinny linear's partial sums, then decode_batch_finish. */
+/** @brief decode_batch_finish over `splits` slices' partial sums, rows `pitch` apart. */
 template <decode_epilogue EPI>
-static const char *launch_decode_batch(const decode_linear_args *a, const decode_batch_args *b)
+static const char *launch_batch_finish(const decode_linear_args *a, const decode_batch_args *b, int splits, int pitch)
 {
-    const int pitch = EPI == DECODE_LOGITS_ARGMAX ? a->ldy : a->N; /* the head's GEMM: its rows padded to 8 */
-    int splits;
-    const char *why = gpt2_skinny_partials(a->x, b->w, a->M, pitch, a->K, b->partials, b->partials_floats, &splits);
-    if (why) return why;
     const bool whole_rows = EPI == DECODE_RESIDUAL && b->ln_next;
     const int threads = whole_rows ? (a->N < 1024 ? (a->N + 31) / 32 * 32 : 1024) : 256;
     dim3 grid(whole_rows ? 1 : (a->N + threads - 1) / threads, a->M);
-    /* a programmatic dependent of the GEMM (sm_90): launched as the GEMM's blocks end, it overlaps its start with
-     * their tail, and lets the next linear start in turn */
+    /* a programmatic dependent of the linear (sm_90): launched as its blocks end, it overlaps its start with their
+     * tail, and lets the next linear start in turn */
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg =
         wb_launch_config_init(&launch, grid, dim3(threads), whole_rows ? a->N * sizeof(float) : 0, a->dependent_launch);
@@ -738,7 +743,46 @@ static const char *launch_decode_batch(const decode_linear_args *a, const decode
     return NULL;
 }
 
-/** @brief The batch path (3-64 rows in the engine): the batch linear, or the skinny linear and its second pass. */
+/**
+ * @brief fc-proj (a residual add after more than DECODE_BATCH_MAX_K inputs:
+ *        4C) on the batch linear: K in slices of at most that many, each block
+ *        one slice's outputs with one slice of every row in its shared memory,
+ *        the slice's sums into b->partials ([slice][M][N], fp32); then
+ *        decode_batch_finish adds the slices, the bias and the residual (and
+ *        normalises with ln_next). Where v1's skinny linear took 20 slices of
+ *        160 inputs in a GEMM launched after fc had ended, this is 4 slices in
+ *        a programmatic dependent of fc that requests its weights before it
+ *        waits. False when the linear does not split so (the skinny linear
+ *        takes it); else *why is the finish's error, or NULL.
+ */
+static bool launch_batch_sliced(const decode_linear_args *a, const decode_batch_args *b, const char **why)
+{
+    const int slices = (a->K + DECODE_BATCH_MAX_K - 1) / DECODE_BATCH_MAX_K, k_slice = a->K / slices;
+    const size_t limit = decode_max_smem();
+    const int cols = batch_cols_per_block(a->N * slices); /* the slices' chunks over the SMs, one wave */
+    if (a->K <= DECODE_BATCH_MAX_K || a->K % slices || k_slice % 8 || batch_smem_bytes(4, k_slice, 2, cols) > limit ||
+        (size_t)slices * a->M * a->N > b->partials_floats)
+        return false;
+    if (a->M <= 16) launch_batch_tiles<1, DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
+    else if (a->M <= 32) launch_batch_tiles<2, DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
+    else launch_batch_tiles<4, DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
+    *why = launch_batch_finish<DECODE_RESIDUAL>(a, b, slices, a->N);
+    return true;
+}
+
+/** @brief 3-64 rows: the skinny linear's partial sums, then decode_batch_finish. */
+template <decode_epilogue EPI>
+static const char *launch_decode_batch(const decode_linear_args *a, const decode_batch_args *b)
+{
+    const int pitch = EPI == DECODE_LOGITS_ARGMAX ? a->ldy : a->N; /* the head's GEMM: its rows padded to 8 */
+    int splits;
+    const char *why = gpt2_skinny_partials(a->x, b->w, a->M, pitch, a->K, b->partials, b->partials_floats, &splits);
+    if (why) return why;
+    return launch_batch_finish<EPI>(a, b, splits, pitch);
+}
+
+/** @brief The batch path (3-64 rows in the engine): the batch linear (fc-proj's in slices, then its second pass), or
+ *         for a linear it does not take, the skinny linear and the second pass. */
 static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *b)
 {
     int cc;
@@ -762,6 +806,8 @@ static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args 
     if (!b->w || !b->partials) return "fused decode linear: the skinny linear needs W as [K][N] and the partials' room";
     if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))
         return "fused decode linear: ln_next needs its gain and shift";
+    const char *why = NULL;
+    if (a->epilogue == DECODE_RESIDUAL && !a->ln_folded && launch_batch_sliced(a, b, &why)) return why; /* fc-proj */
     switch (a->epilogue) {
     case DECODE_QKV_APPEND: return launch_decode_batch<DECODE_QKV_APPEND>(a, b);
     case DECODE_RESIDUAL: return launch_decode_batch<DECODE_RESIDUAL>(a, b);

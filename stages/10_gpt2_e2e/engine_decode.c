@@ -157,10 +157,11 @@ static const char *decode_kernels(gpt2_engine *e, int n)
  * From 3 rows in fp16 on sm_80 (`batch`) the linears run on tensor cores:
  * QKV, proj, fc and the head as the batch linear (every block holds all the
  * rows), QKV and fc with their LayerNorm folded into the weights (`fold`:
- * each block works out its rows' statistics), fc-proj as the skinny linear and
- * its second pass, which at the last layer ends with ln_f for the head. Past
- * DECODE_BATCH_MAX_K inputs every linear is the skinny one, and proj and
- * fc-proj end with the next LayerNorm (ln_next) for the linear after.
+ * each block works out its rows' statistics), fc-proj, whose 4C inputs do not
+ * fit, as the batch linear a slice of C inputs at a time and a second pass,
+ * which at the last layer ends with ln_f for the head. Past DECODE_BATCH_MAX_K
+ * inputs the linears are the skinny one, and proj and fc-proj end with the
+ * next LayerNorm (ln_next) for the linear after.
  */
 static const char *decode_kernels_fused(gpt2_engine *e, int n)
 {
@@ -199,8 +200,8 @@ static const char *decode_kernels_fused(gpt2_engine *e, int n)
         decode_linear_args fcproj = {.epilogue = DECODE_RESIDUAL, .x = e->hidden, .w_t = e->fcproj_wt[l],
                                      .bias = e->fcproj_b[l], .y = e->x, .M = n, .N = C, .K = 4 * C,
                                      .dependent_launch = e->dependent_launch};
-        /* the batch path: the skinny linear's weights and room (past DECODE_BATCH_MAX_K inputs), and the LayerNorm
-         * that ends proj's and fc-proj's residual add where the linear after does not fold it (the head's, ln_f) */
+        /* the batch path: room for partial sums, the skinny linear's weights (past DECODE_BATCH_MAX_K inputs), and
+         * the LayerNorm that ends proj's and fc-proj's residual add where the linear after does not fold it (ln_f) */
         const float *next_w = last ? e->lnf_w : e->ln1_w[l + 1], *next_b = last ? e->lnf_b : e->ln1_b[l + 1];
         decode_batch_args proj_b = {e->proj_w[l], ws, wsf, fold ? NULL : e->ln2_w[l], e->ln2_b[l], fold ? NULL : e->ln},
                           fc_b = {.w = e->fc_w[l], .partials = ws, .partials_floats = wsf},
@@ -297,14 +298,35 @@ static const char *copy_pages(gpt2_engine *e, const kv_page_copy *copies, int n_
     return NULL;
 }
 
+/**
+ * The step's rows, longest context first: order[r] is the caller's index of
+ * row r. Stage 09's attention gives each (row, head) a block, and the GPU
+ * hands blocks out in their order. At 64 rows (768 blocks) that is two waves,
+ * and in the caller's order the last wave holds whichever rows come last: when
+ * long rows do, their blocks run almost alone at the end of the kernel.
+ * Longest first is the classic rule for such a list (LPT scheduling): the
+ * short blocks fill in behind the long ones. Every other kernel of the step
+ * treats its rows alike, and no row's result depends on another's.
+ */
+static void longest_first(const gpt2_engine *e, int n, const int *seqs, int *order)
+{
+    for (int i = 0; i < n; ++i) { /* insertion sort: equal lengths keep the caller's order */
+        int len = kv_seq_len(&e->kv, seqs[i]), j = i;
+        for (; j > 0 && kv_seq_len(&e->kv, seqs[order[j - 1]]) < len; --j) order[j] = order[j - 1];
+        order[j] = i;
+    }
+}
+
 const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tokens, int *next, float *logits)
 {
     const gpt2_config *c = &e->cfg;
     if (n < 1 || n > e->max_seqs) return "decode: batch size out of range";
     engine_step_inputs *in = &e->step_h; /* filled here, uploaded with one copy */
     kv_page_copy copies[64];
-    int n_copies = 0;
-    TRY(step_inputs(e, n, seqs, tokens, in, copies, &n_copies));
+    int n_copies = 0, order[64], row_seqs[64], row_tokens[64]; /* max_seqs <= 64 */
+    longest_first(e, n, seqs, order);
+    for (int r = 0; r < n; ++r) row_seqs[r] = seqs[order[r]], row_tokens[r] = tokens ? tokens[order[r]] : 0;
+    TRY(step_inputs(e, n, row_seqs, tokens ? row_tokens : NULL, in, copies, &n_copies));
     TRY(copy_pages(e, copies, n_copies));
     /* everything up to row n of the tables, in one asynchronous copy (the host buffer is pinned; it is rewritten
      * only after this step's result has been copied back, which waits for the copy) */
@@ -320,11 +342,15 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     if (fused_step(e, n)) { /* v2-v5's LM head leaves an argmax key per sequence */
         unsigned long long keys[SKINNY_MAX_ROWS];
         WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
-        for (int i = 0; i < n; ++i) next[i] = gpt2_argmax_key_token(keys[i], c->vocab);
+        for (int r = 0; r < n; ++r) next[order[r]] = gpt2_argmax_key_token(keys[r], c->vocab);
     } else {
-        WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
+        int row_next[64];
+        WB_CUDA_CHECK(cudaMemcpy(row_next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
+        for (int r = 0; r < n; ++r) next[order[r]] = row_next[r];
     }
-    if (logits) engine_logits_to_host(e, e->logits, n, logits);
+    const size_t row_bytes = (size_t)e->vocab_padded * (e->dtype == WB_F16 ? 2 : 4);
+    for (int r = 0; logits && r < n; ++r) /* the checks' logits, row by row into the caller's order */
+        engine_logits_to_host(e, (const char *)e->logits + r * row_bytes, 1, logits + (size_t)order[r] * c->vocab);
     return NULL;
 }
 

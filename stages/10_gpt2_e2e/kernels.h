@@ -163,8 +163,9 @@ typedef struct {
 /** @brief Launch one fused decode linear; NULL, or why it cannot take these arguments. With batch NULL, up to
  *         DECODE_MAX_ROWS rows, the warps' dot products with the LayerNorm as prologue; with batch (fp16, sm_80, up
  *         to 64 rows, no ln_w), up to DECODE_BATCH_MAX_K inputs the batch linear on tensor cores (a LayerNorm
- *         folded into W with ln_folded; a residual add only without ln_next), else the skinny linear with the
- *         epilogue in its second pass (batch's weights, room, the LayerNorm after). */
+ *         folded into W with ln_folded; a residual add only without ln_next, or past DECODE_BATCH_MAX_K inputs
+ *         in slices with the epilogue in a second pass), else the skinny linear with the epilogue in the second
+ *         pass (batch's weights, room, the LayerNorm after). */
 const char *gpt2_decode_linear(wb_dtype dtype, const decode_linear_args *a, const decode_batch_args *batch);
 
 /** @brief The exercise slot (exercise.cu), the variant `ex`: your decode linear with its LayerNorm, fp32, GELU epilogue. */
