@@ -483,12 +483,11 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
         float s1[4] = {}, sq[2][4] = {};
 #pragma unroll
         for (int i = 0; i < MAX_KK; ++i)
-            if (kk0 + i < kk1) {
-                unsigned b[4];
-                ldmatrix_x4(b, rows + (mt * 16 + lane / 16 * 8 + lane % 8) * ldk + (kk0 + i) * 16 + lane / 8 % 2 * 8);
+            if (kk0 + i < kk1) { /* B's column n is the tile's row n: a lane's B fragment (k 2t and 2t + 8 of column
+                                   * g) is its own A fragment's row g (a0, a2), or row g + 8 (a1, a3): no load */
                 mma_16x8x16(s1, afrag[i], ones, ones);
-                mma_16x8x16(sq[0], afrag[i], b[0], b[1]); /* rows g and g + 8 times the tile's rows 0-7 */
-                mma_16x8x16(sq[1], afrag[i], b[2], b[3]); /* … times rows 8-15 */
+                mma_16x8x16(sq[0], afrag[i], afrag[i][0], afrag[i][2]); /* rows g, g + 8 times the tile's rows 0-7 */
+                mma_16x8x16(sq[1], afrag[i], afrag[i][1], afrag[i][3]); /* … times rows 8-15 */
             }
         if (t == g / 2) { /* the lane that holds column g: row g·row g, and row (g + 8)·row (g + 8) */
             row_sums[ks * 16 * M_TILES + mt * 16 + g] = make_float2(s1[0], g % 2 ? sq[0][1] : sq[0][0]);
