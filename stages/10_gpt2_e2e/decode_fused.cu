@@ -382,11 +382,11 @@ static __device__ __forceinline__ void cp_async_wait_pending(int n)
  * included. Save for fc-proj (PARTIALS), whose 4C inputs of 64 rows would not
  * fit: each of its blocks holds one slice of k_slice inputs of every row, the
  * slices' blocks side by side in the grid, and leaves the slice's sums in
- * `partials` for decode_batch_finish. One block holds an SM, and no other block hides its latencies, so
- * the kernel keeps every chain short: 16 warps from 17 rows, each warp of a
- * tile finishing a share of its outputs (the LM head 56.0 against 49.3 µs at
- * 64 rows when one warp a tile finished them all, ncu, H200), the copies'
- * addresses and the K/V slots worked out once.
+ * `partials` for decode_batch_finish. One block holds an SM, and no other
+ * block hides its latencies, so the kernel keeps every chain short: 16 warps
+ * from 17 rows, each warp of a tile finishing a share of its outputs (the LM
+ * head 56.0 against 49.3 µs at 64 rows when one warp a tile finished them
+ * all, ncu, H200), the copies' addresses and the K/V slots worked out once.
  */
 template <int M_TILES, decode_epilogue EPI, bool PARTIALS = false>
 __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
@@ -620,13 +620,14 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int co
     }
     const int per_block = cols / BATCH_CHUNK; /* cols: batch_cols_per_block(a->N) */
     const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK;
-    int stages = (int)((limit - batch_smem_bytes(M_TILES, k_slice, 0, cols)) / (BATCH_CHUNK * batch_row_bytes(k_slice)));
+    const size_t chunk_bytes = BATCH_CHUNK * batch_row_bytes(k_slice);
+    int stages = (int)((limit - batch_smem_bytes(M_TILES, k_slice, 0, cols)) / chunk_bytes);
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
     const int slices = a->K / k_slice;
     const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block * slices)), block(batch_warps(M_TILES) * 32);
+    const size_t smem = batch_smem_bytes(M_TILES, k_slice, stages, cols);
     wb_launch_config launch;
-    cudaLaunchConfig_t *cfg =
-        wb_launch_config_init(&launch, grid, block, batch_smem_bytes(M_TILES, k_slice, stages, cols), a->dependent_launch);
+    cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, grid, block, smem, a->dependent_launch);
     WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, cols, stages, k_slice, partials));
     WB_CHECK_LAUNCH("decode_batch_linear");
 }
