@@ -605,27 +605,29 @@ static size_t batch_smem_bytes(int m_tiles, int K, int stages, int cols)
            (size_t)batch_warps(m_tiles) * (2 * 32 * sizeof(float4) + 16 * sizeof(float2)) + cols * sizeof(float2);
 }
 
-/** @brief Launch one instantiation for up to 16·M_TILES rows: one wave of blocks, each a run of 16-output chunks of
- *         one slice of K (k_slice inputs: K, or fc-proj's quarters, which leave their sums in `partials`). */
-template <int M_TILES, decode_epilogue EPI, bool PARTIALS = false>
-static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int cols, int k_slice = 0,
-                               float *partials = NULL)
+/** @brief Launch for a's rows (at most 64), with the instantiation of the fewest 16-row tiles that holds them: one
+ *         wave of blocks, each a run of `cols` outputs (whole chunks) of one slice of K (k_slice inputs: K, or
+ *         fc-proj's quarters, which leave their sums in `partials`). */
+template <decode_epilogue EPI, bool PARTIALS = false>
+static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int cols, int k_slice, float *partials = NULL)
 {
-    auto kernel = decode_batch_linear<M_TILES, EPI, PARTIALS>;
-    if (!k_slice) k_slice = a->K;
-    static size_t allowed = 0; /* raised once per instantiation (the limit is the GPU's) */
-    if (allowed < limit) {
+    const int m_tiles = a->M <= 16 ? 1 : a->M <= 32 ? 2 : 4;
+    auto kernel = m_tiles == 1   ? decode_batch_linear<1, EPI, PARTIALS>
+                  : m_tiles == 2 ? decode_batch_linear<2, EPI, PARTIALS>
+                                 : decode_batch_linear<4, EPI, PARTIALS>;
+    static size_t allowed[3]; /* each instantiation's limit, raised once (the limit is the GPU's) */
+    if (allowed[m_tiles / 2] < limit) {
         WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit));
-        allowed = limit;
+        allowed[m_tiles / 2] = limit;
     }
-    const int per_block = cols / BATCH_CHUNK; /* cols: batch_cols_per_block(a->N) */
+    const int per_block = cols / BATCH_CHUNK;
     const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK;
     const size_t chunk_bytes = BATCH_CHUNK * batch_row_bytes(k_slice);
-    int stages = (int)((limit - batch_smem_bytes(M_TILES, k_slice, 0, cols)) / chunk_bytes);
+    int stages = (int)((limit - batch_smem_bytes(m_tiles, k_slice, 0, cols)) / chunk_bytes);
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
     const int slices = a->K / k_slice;
-    const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block * slices)), block(batch_warps(M_TILES) * 32);
-    const size_t smem = batch_smem_bytes(M_TILES, k_slice, stages, cols);
+    const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block * slices)), block(batch_warps(m_tiles) * 32);
+    const size_t smem = batch_smem_bytes(m_tiles, k_slice, stages, cols);
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, grid, block, smem, a->dependent_launch);
     WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, cols, stages, k_slice, partials));
@@ -645,9 +647,7 @@ static const char *launch_batch_linear(const decode_linear_args *a)
         return "batch decode linear: 16 rows and two chunks of weights do not fit in shared memory";
     for (int m0 = 0; m0 < a->M; m0 += group) {
         const decode_linear_args g = rows_of(a, m0, group, sizeof(__half));
-        if (g.M <= 16) launch_batch_tiles<1, EPI>(&g, limit, cols);
-        else if (g.M <= 32) launch_batch_tiles<2, EPI>(&g, limit, cols);
-        else launch_batch_tiles<4, EPI>(&g, limit, cols);
+        launch_batch_tiles<EPI>(&g, limit, cols, a->K);
     }
     return NULL;
 }
@@ -763,9 +763,7 @@ static bool launch_batch_sliced(const decode_linear_args *a, const decode_batch_
     if (a->K <= DECODE_BATCH_MAX_K || a->K % slices || k_slice % 8 || batch_smem_bytes(4, k_slice, 2, cols) > limit ||
         (size_t)slices * a->M * a->N > b->partials_floats)
         return false;
-    if (a->M <= 16) launch_batch_tiles<1, DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
-    else if (a->M <= 32) launch_batch_tiles<2, DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
-    else launch_batch_tiles<4, DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
+    launch_batch_tiles<DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
     *why = launch_batch_finish<DECODE_RESIDUAL>(a, b, slices, a->N);
     return true;
 }
