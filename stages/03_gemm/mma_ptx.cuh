@@ -20,15 +20,21 @@
  * ldmatrix exists from sm_75; cp.async from sm_80.
  */
 
-/** @brief Four 8×8 fp16 matrices from shared memory, one row address per lane (ldmatrix.x4). */
-[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half *p)
+/** @brief Four 8×8 fp16 matrices from shared memory, one row address per lane (ldmatrix.x4), the address a
+ *         shared-memory one (`__cvta_generic_to_shared`): a loop can step it by constants. */
+[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned a)
 {
 #if __CUDA_ARCH__ >= 750
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 #endif
+}
+
+/** @brief The same from a pointer into shared memory. */
+[[maybe_unused]] static __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half *p)
+{
+    ldmatrix_x4(r, (unsigned)__cvta_generic_to_shared(p));
 }
 
 /** @brief The same, each matrix transposed on the way (for an operand stored k-major that mma wants by column). */
