@@ -159,7 +159,10 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32, G > 1 ? V4_MIN_BLOCKS_PER_S
     auto settle = [&](int t0, uint4 (&kt)[PASSES], uint4 (&vt)[PASSES]) { /* tile t0, with the newest token */
         if (t0 < t_end && t0 >= ready) {
             load_tile(t0, kt, vt, t_end); /* the tile starts at the newest token: nothing was loaded */
-        } else if (t0 + TILE > ready && ready < t_end) { /* the newest token is in this tile: its passes again */
+        } else if (t0 + TILE > ready && ready < t_end) { /* the newest token is in this tile: its passes again
+                                                          * (a loop of its own: through load_tile, with a first
+                                                          * token, the hot loop's code changed: stage 09's rows
+                                                          * 3.5% slower on average, up to 7.9%; H200) */
 #pragma unroll
             for (int p = 0; p < PASSES; ++p) {
                 const int t = t0 + p * TOKENS_PER_PASS + sub;

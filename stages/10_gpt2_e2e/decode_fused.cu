@@ -810,7 +810,7 @@ static const char *decode_linear_batch(wb_dtype dtype, const decode_linear_args 
     if (b->ln_next && (!b->ln_next_w || !b->ln_next_b))
         return "fused decode linear: ln_next needs its gain and shift";
     const char *why = NULL;
-    if (a->epilogue == DECODE_RESIDUAL && !a->ln_folded && launch_batch_sliced(a, b, &why)) return why; /* fc-proj */
+    if (a->epilogue == DECODE_RESIDUAL && launch_batch_sliced(a, b, &why)) return why; /* fc-proj */
     switch (a->epilogue) {
     case DECODE_QKV_APPEND: return launch_decode_batch<DECODE_QKV_APPEND>(a, b);
     case DECODE_RESIDUAL: return launch_decode_batch<DECODE_RESIDUAL>(a, b);
