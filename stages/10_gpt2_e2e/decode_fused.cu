@@ -382,14 +382,15 @@ static __device__ __forceinline__ void cp_async_wait_pending(int n)
  * included. Save for fc-proj (PARTIALS), whose 4C inputs of 64 rows would not
  * fit: each of its blocks holds one slice of k_slice inputs of every row, the
  * slices' blocks side by side in the grid, and leaves the slice's sums in
- * `partials` for decode_batch_finish. One block holds an SM, and no other
- * block hides its latencies, so the kernel keeps every chain short: 16 warps
- * from 17 rows, each warp of a tile finishing a share of its outputs (the LM
- * head 56.0 against 49.3 µs at 64 rows when one warp a tile finished them
- * all, ncu, H200), the copies' addresses and the K/V slots worked out once.
+ * `partials` for decode_batch_finish. One block holds an SM (two at most 16
+ * rows), and no other block hides its latencies, so the kernel keeps every
+ * chain short: 16 warps from 17 rows, each warp of a tile finishing a share of
+ * its outputs (the LM head 56.0 against 49.3 µs at 64 rows when one warp a
+ * tile finished them all, ncu, H200), the copies' addresses and the K/V slots
+ * worked out once.
  */
 template <int M_TILES, decode_epilogue EPI, bool PARTIALS = false>
-__global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
+__global__ void __launch_bounds__(batch_warps(M_TILES) * 32, M_TILES == 1 ? 2 : 1) /* 1 tile: two blocks an SM */
     decode_batch_linear(decode_linear_args a, int cols_per_block, int stages, int k_slice, float *partials)
 {
     constexpr int WARPS = batch_warps(M_TILES), K_SLICES = WARPS / M_TILES, MAX_KK = DECODE_BATCH_MAX_K / 16 / K_SLICES;
@@ -402,7 +403,9 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, 1)
     const int M = a.M, K = k_slice, k0 = slice * k_slice, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
     __half *rows = reinterpret_cast<__half *>(smem);                                    /* [16·M_TILES][ldk] */
     __half *ring = rows + 16 * M_TILES * ldk;                                            /* [stages][16][ldk] */
-    float4 *part = reinterpret_cast<float4 *>(ring + (size_t)stages * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
+    const int slots = min(stages, cols_per_block / BATCH_CHUNK); /* a ring longer than the block's chunks fills as
+                                                                   * many slots as it has chunks */
+    float4 *part = reinterpret_cast<float4 *>(ring + (size_t)slots * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
     float2 *row_sums = reinterpret_cast<float2 *>(part + WARPS * 2 * 32); /* [slice][16·M_TILES]: Σx, Σx² */
     float2 *col_consts = row_sums + WARPS * 16; /* [cols_per_block]: each output's bias and Σ_k of its weights */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -617,6 +620,17 @@ template <decode_epilogue EPI, bool PARTIALS = false>
 static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int cols, int k_slice, float *partials = NULL)
 {
     const int m_tiles = a->M <= 16 ? 1 : a->M <= 32 ? 2 : 4;
+    /* At most 16 rows a block's 8 warps take at most half an SM's registers (__launch_bounds__). Where half its
+     * shared memory (less 2 KB a block: the system's reserve and the static arrays) also holds the block's rows and
+     * ring, two blocks share each SM: twice the blocks, each with half the chunks, so each linear's chain of chunks
+     * is half as long (batch 8's serving step 274-277 µs against 305-310, H200) */
+    int sms;
+    wb_current_gpu(NULL, &sms);
+    const int chunks_all = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK * (a->K / k_slice);
+    const int cols_two = (chunks_all + 2 * sms - 1) / (2 * sms) * BATCH_CHUNK, per_two = cols_two / BATCH_CHUNK;
+    const size_t half = limit / 2 - 2048;
+    if (m_tiles == 1 && batch_smem_bytes(1, k_slice, per_two < 2 ? per_two : 2, cols_two) <= half)
+        cols = cols_two, limit = half;
     auto kernel = m_tiles == 1   ? decode_batch_linear<1, EPI, PARTIALS>
                   : m_tiles == 2 ? decode_batch_linear<2, EPI, PARTIALS>
                                  : decode_batch_linear<4, EPI, PARTIALS>;
@@ -628,11 +642,13 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int co
     const int per_block = cols / BATCH_CHUNK;
     const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK;
     const size_t chunk_bytes = BATCH_CHUNK * batch_row_bytes(k_slice);
-    int stages = (int)((limit - batch_smem_bytes(m_tiles, k_slice, 0, cols)) / chunk_bytes);
-    stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages > per_block + 1 ? per_block + 1 : stages;
+    /* a ring of `stages` fills min(stages, per_block) slots: the ring need not be longer than the block's chunks + 1 */
+    const int fit = (int)((limit - batch_smem_bytes(m_tiles, k_slice, 0, cols)) / chunk_bytes);
+    int stages = fit >= per_block ? per_block + 1 : fit;
+    stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages;
     const int slices = a->K / k_slice;
     const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block * slices)), block(batch_warps(m_tiles) * 32);
-    const size_t smem = batch_smem_bytes(m_tiles, k_slice, stages, cols);
+    const size_t smem = batch_smem_bytes(m_tiles, k_slice, stages < per_block ? stages : per_block, cols);
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, grid, block, smem, a->dependent_launch);
     WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, cols, stages, k_slice, partials));
