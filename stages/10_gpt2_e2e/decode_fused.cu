@@ -596,13 +596,13 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, M_TILES == 1 ? 2 : 
 /** @brief Bytes of one row of K inputs in the batch linear's shared memory (an input row, or an output's weights). */
 static size_t batch_row_bytes(int K) { return ((size_t)(K + 15) / 16 * 16 + BATCH_PAD) * sizeof(__half); }
 
-/** @brief Outputs a block of the batch linear takes: whole chunks, one wave of blocks over the GPU's SMs. */
-static int batch_cols_per_block(int N)
+/** @brief Outputs a block of the batch linear takes: whole chunks, one wave of `per_sm` blocks an SM. */
+static int batch_cols_per_block(int N, int per_sm)
 {
     int sms;
     wb_current_gpu(NULL, &sms);
     const int out_chunks = (N + BATCH_CHUNK - 1) / BATCH_CHUNK;
-    return (out_chunks + sms - 1) / sms * BATCH_CHUNK;
+    return (out_chunks + per_sm * sms - 1) / (per_sm * sms) * BATCH_CHUNK;
 }
 
 /** @brief Shared memory of the batch linear: the rows of M_TILES tiles, a ring of `stages` chunks, the slices' sums,
@@ -624,10 +624,7 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int co
      * shared memory (less 2 KB a block: the system's reserve and the static arrays) also holds the block's rows and
      * ring, two blocks share each SM: twice the blocks, each with half the chunks, so each linear's chain of chunks
      * is half as long (batch 8's serving step 274-277 µs against 305-310, H200) */
-    int sms;
-    wb_current_gpu(NULL, &sms);
-    const int chunks_all = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK * (a->K / k_slice);
-    const int cols_two = (chunks_all + 2 * sms - 1) / (2 * sms) * BATCH_CHUNK, per_two = cols_two / BATCH_CHUNK;
+    const int cols_two = batch_cols_per_block(a->N * (a->K / k_slice), 2), per_two = cols_two / BATCH_CHUNK;
     const size_t half = limit / 2 - 2048;
     if (m_tiles == 1 && batch_smem_bytes(1, k_slice, per_two < 2 ? per_two : 2, cols_two) <= half)
         cols = cols_two, limit = half;
@@ -661,7 +658,7 @@ template <decode_epilogue EPI>
 static const char *launch_batch_linear(const decode_linear_args *a)
 {
     const size_t limit = decode_max_smem();
-    const int cols = batch_cols_per_block(a->N);
+    const int cols = batch_cols_per_block(a->N, 1);
     int group = 64;
     while (group > 16 && batch_smem_bytes(group / 16, a->K, 2, cols) > limit) group /= 2;
     if (batch_smem_bytes(group / 16, a->K, 2, cols) > limit)
@@ -780,7 +777,7 @@ static bool launch_batch_sliced(const decode_linear_args *a, const decode_batch_
 {
     const int slices = (a->K + DECODE_BATCH_MAX_K - 1) / DECODE_BATCH_MAX_K, k_slice = a->K / slices;
     const size_t limit = decode_max_smem();
-    const int cols = batch_cols_per_block(a->N * slices); /* the slices' chunks over the SMs, one wave */
+    const int cols = batch_cols_per_block(a->N * slices, 1); /* the slices' chunks over the SMs, one wave */
     if (a->K <= DECODE_BATCH_MAX_K || a->K % slices || k_slice % 8 || batch_smem_bytes(4, k_slice, 2, cols) > limit ||
         (size_t)slices * a->M * a->N > b->partials_floats)
         return false;
