@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, M_TILES == 1 ? 2 : 
     const int per_slice = (a.N + cols_per_block - 1) / cols_per_block, slice = blockIdx.x / per_slice;
     const int M = a.M, K = k_slice, k0 = slice * k_slice, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
     __half *rows = reinterpret_cast<__half *>(smem);                                    /* [16·M_TILES][ldk] */
-    __half *ring = rows + 16 * M_TILES * ldk;                                            /* [stages][16][ldk] */
+    __half *ring = rows + 16 * M_TILES * ldk;                                            /* [slots][16][ldk] */
     const int slots = min(stages, cols_per_block / BATCH_CHUNK); /* a ring longer than the block's chunks fills as
                                                                    * many slots as it has chunks */
     float4 *part = reinterpret_cast<float4 *>(ring + (size_t)slots * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
