@@ -344,6 +344,13 @@ static __host__ __device__ constexpr int batch_warps(int m_tiles) { return m_til
 /** @brief Most chunks (24 KB each at K = 768) a block's ring holds. */
 #define BATCH_MAX_STAGES 8
 
+/** @brief Slots a ring of `stages` fills over a block's `cols` outputs: no more than it has chunks (the host sizes
+ *         the shared memory by it, the kernel places the slices' sums after them). */
+static __host__ __device__ int batch_ring_slots(int stages, int cols)
+{
+    return stages < cols / BATCH_CHUNK ? stages : cols / BATCH_CHUNK;
+}
+
 /** @brief cp.async.wait_group with a count known at run time: the ring's depth depends on the GPU's shared memory. */
 static __device__ __forceinline__ void cp_async_wait_pending(int n)
 {
@@ -403,9 +410,8 @@ __global__ void __launch_bounds__(batch_warps(M_TILES) * 32, M_TILES == 1 ? 2 : 
     const int M = a.M, K = k_slice, k0 = slice * k_slice, k16 = (K + 15) / 16, ldk = 16 * k16 + BATCH_PAD;
     __half *rows = reinterpret_cast<__half *>(smem);                                    /* [16·M_TILES][ldk] */
     __half *ring = rows + 16 * M_TILES * ldk;                                            /* [slots][16][ldk] */
-    const int slots = min(stages, cols_per_block / BATCH_CHUNK); /* a ring longer than the block's chunks fills as
-                                                                   * many slots as it has chunks */
-    float4 *part = reinterpret_cast<float4 *>(ring + (size_t)slots * BATCH_CHUNK * ldk); /* [slice][tile][2][32] */
+    float4 *part = reinterpret_cast<float4 *>(ring + (size_t)batch_ring_slots(stages, cols_per_block) * BATCH_CHUNK *
+                                              ldk); /* [slice][tile][2][32] */
     float2 *row_sums = reinterpret_cast<float2 *>(part + WARPS * 2 * 32); /* [slice][16·M_TILES]: Σx, Σx² */
     float2 *col_consts = row_sums + WARPS * 16; /* [cols_per_block]: each output's bias and Σ_k of its weights */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -614,17 +620,18 @@ static size_t batch_smem_bytes(int m_tiles, int K, int stages, int cols)
 }
 
 /** @brief Launch for a's rows (at most 64), with the instantiation of the fewest 16-row tiles that holds them: one
- *         wave of blocks, each a run of `cols` outputs (whole chunks) of one slice of K (k_slice inputs: K, or
- *         fc-proj's quarters, which leave their sums in `partials`). */
+ *         wave of blocks, each a run of whole chunks of outputs of one slice of K (k_slice inputs: K, or fc-proj's
+ *         quarters, which leave their sums in `partials`). */
 template <decode_epilogue EPI, bool PARTIALS = false>
-static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int cols, int k_slice, float *partials = NULL)
+static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int k_slice, float *partials = NULL)
 {
-    const int m_tiles = a->M <= 16 ? 1 : a->M <= 32 ? 2 : 4;
+    const int m_tiles = a->M <= 16 ? 1 : a->M <= 32 ? 2 : 4, slices = a->K / k_slice;
+    int cols = batch_cols_per_block(a->N * slices, 1);
     /* At most 16 rows a block's 8 warps take at most half an SM's registers (__launch_bounds__). Where half its
      * shared memory (less 2 KB a block: the system's reserve and the static arrays) also holds the block's rows and
      * ring, two blocks share each SM: twice the blocks, each with half the chunks, so each linear's chain of chunks
      * is half as long (batch 8's serving step 274-277 µs against 305-310, H200) */
-    const int cols_two = batch_cols_per_block(a->N * (a->K / k_slice), 2), per_two = cols_two / BATCH_CHUNK;
+    const int cols_two = batch_cols_per_block(a->N * slices, 2), per_two = cols_two / BATCH_CHUNK;
     const size_t half = limit / 2 - 2048;
     if (m_tiles == 1 && batch_smem_bytes(1, k_slice, per_two < 2 ? per_two : 2, cols_two) <= half)
         cols = cols_two, limit = half;
@@ -639,13 +646,12 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int co
     const int per_block = cols / BATCH_CHUNK;
     const int out_chunks = (a->N + BATCH_CHUNK - 1) / BATCH_CHUNK;
     const size_t chunk_bytes = BATCH_CHUNK * batch_row_bytes(k_slice);
-    /* a ring of `stages` fills min(stages, per_block) slots: the ring need not be longer than the block's chunks + 1 */
+    /* the ring need not be longer than the block's chunks + 1, and fills no more slots than it has chunks */
     const int fit = (int)((limit - batch_smem_bytes(m_tiles, k_slice, 0, cols)) / chunk_bytes);
     int stages = fit >= per_block ? per_block + 1 : fit;
     stages = stages > BATCH_MAX_STAGES ? BATCH_MAX_STAGES : stages;
-    const int slices = a->K / k_slice;
     const dim3 grid((unsigned)((out_chunks + per_block - 1) / per_block * slices)), block(batch_warps(m_tiles) * 32);
-    const size_t smem = batch_smem_bytes(m_tiles, k_slice, stages < per_block ? stages : per_block, cols);
+    const size_t smem = batch_smem_bytes(m_tiles, k_slice, batch_ring_slots(stages, cols), cols);
     wb_launch_config launch;
     cudaLaunchConfig_t *cfg = wb_launch_config_init(&launch, grid, block, smem, a->dependent_launch);
     WB_CUDA_CHECK(cudaLaunchKernelEx(cfg, kernel, *a, cols, stages, k_slice, partials));
@@ -665,7 +671,7 @@ static const char *launch_batch_linear(const decode_linear_args *a)
         return "batch decode linear: 16 rows and two chunks of weights do not fit in shared memory";
     for (int m0 = 0; m0 < a->M; m0 += group) {
         const decode_linear_args g = rows_of(a, m0, group, sizeof(__half));
-        launch_batch_tiles<EPI>(&g, limit, cols, a->K);
+        launch_batch_tiles<EPI>(&g, limit, a->K);
     }
     return NULL;
 }
@@ -781,7 +787,7 @@ static bool launch_batch_sliced(const decode_linear_args *a, const decode_batch_
     if (a->K <= DECODE_BATCH_MAX_K || a->K % slices || k_slice % 8 || batch_smem_bytes(4, k_slice, 2, cols) > limit ||
         (size_t)slices * a->M * a->N > b->partials_floats)
         return false;
-    launch_batch_tiles<DECODE_RESIDUAL, true>(a, limit, cols, k_slice, b->partials);
+    launch_batch_tiles<DECODE_RESIDUAL, true>(a, limit, k_slice, b->partials);
     *why = launch_batch_finish<DECODE_RESIDUAL>(a, b, slices, a->N);
     return true;
 }
