@@ -235,9 +235,9 @@ enum { SERVE_MAX_SEQS = 64, SERVE_MIN_PROMPT = 16, SERVE_MAX_PROMPT = 512, SERVE
 /**
  * Serve B sequences of mixed prompt lengths `lens` (prompts one after another
  * in `tokens`): prefill them 8 at a time, take one untimed decode step (it
- * captures the graph for batch B), then time `steps` steps of all B together;
- * ms per step. Then, with `prof`, profile SERVE_PROFILED_STEPS more steps of the
- * same sequences (no second prefill).
+ * captures the graph for batch B), then time `steps` steps of all B together,
+ * queued on the GPU (engine_generate); ms per step. Then, with `prof`, profile
+ * SERVE_PROFILED_STEPS more steps of the same sequences (no second prefill).
  */
 static double time_serving(gpt2_engine *e, int B, const int *lens, const int *tokens, int steps, engine_profile *prof)
 {
@@ -252,7 +252,7 @@ static double time_serving(gpt2_engine *e, int B, const int *lens, const int *to
     }
     double t = NAN, untimed;
     if (!why) why = timed_steps(e, B, seqs, cur, 1, NULL, &untimed); /* captures the graph for batch B */
-    if (!why) why = timed_steps(e, B, seqs, cur, steps, NULL, &t);
+    if (!why) why = timed_generate(e, B, seqs, cur, steps, &t);
     if (!why && prof) why = timed_steps(e, B, seqs, cur, SERVE_PROFILED_STEPS, prof, &untimed);
     if (why) fprintf(stderr, "serving, batch %d: %s\n", B, why);
     for (int b = 0; b < started; ++b) engine_release(e, b);
@@ -332,10 +332,8 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             e.use_graphs = 1;
             ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 0);
             add_row(&rep, "greedy decode, batch 1, CUDA graph", dtype, size, v, ms, 1.0, limit1, 0);
-            if (decode_paths[v].step) { /* the persistent step, its tokens fed back on the GPU */
-                ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 1);
-                add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1, 0);
-            }
+            ms = time_decode(&e, 1, prompt, steps, tokens, NULL, 1); /* queued, the tokens fed back on the GPU */
+            add_row(&rep, "greedy decode, batch 1, steps queued on the GPU", dtype, size, v, ms, 1.0, limit1, 0);
             snprintf(size, sizeof size, "batch %d, prompt %d, %d steps", PB, prompt, steps);
             const decode_path *ran = engine_step_path(&e, PB); /* a row names the kernel that ran */
             if (ran != e.path) {
@@ -344,11 +342,9 @@ int stage10_bench(const wb_device *dev, const gpt2_model *m, const wb_common_opt
             } else {
                 ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 0);
                 add_row(&rep, "greedy decode, batch 8, CUDA graph", dtype, size, v, ms, (double)PB, limit8, 0);
-                if (decode_paths[v].step) {
-                    ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
-                    add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB,
-                            limit8, 0);
-                }
+                ms = time_decode(&e, PB, prompt, steps, tokens, NULL, 1);
+                add_row(&rep, "greedy decode, batch 8, steps queued on the GPU", dtype, size, v, ms, (double)PB,
+                        limit8, 0);
             }
             /* where the time goes: one profiled prefill and one profiled decode step (synchronised per kernel kind) */
             engine_profile pp = {0}, pd = {0};

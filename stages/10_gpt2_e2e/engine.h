@@ -261,13 +261,14 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
 
 /**
  * @brief Greedy decode of `steps` steps, each step's tokens fed from the step
- *        before on the GPU. With the persistent step (v3-v5), the host works
- *        out and uploads the inputs of up to queue_steps steps (slots, block
- *        tables: they do not depend on the tokens) and queues their kernels;
- *        it works out and queues the next queue before it waits for this
- *        one's tokens, so the GPU runs all the steps back to back. Otherwise
- *        it is a loop of engine_decode.
- * @param e      the engine (v3-v5 for the queue; queue_steps 1..ENGINE_QUEUE_STEPS)
+ *        before on the GPU. With the persistent step (v3-v5) or a step's CUDA
+ *        graph, the host works out and uploads the inputs of up to
+ *        queue_steps steps (slots, block tables: they do not depend on the
+ *        tokens) and queues their kernels; it works out and queues the next
+ *        queue before it waits for this one's tokens, so the GPU runs all the
+ *        steps back to back. Otherwise (kernel by kernel, or profiled) it is a
+ *        loop of engine_decode.
+ * @param e      the engine (queue_steps 1..ENGINE_QUEUE_STEPS)
  * @param n      sequences
  * @param seqs   their ids (live, each with room for `steps` more tokens in the context)
  * @param tokens one token each, fed to the first step

@@ -366,7 +366,11 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
  * (decode_step_args.prev_best), in two buffers that the steps take in turn,
  * and writes the tokens it was fed to d_fed, copied back to the host after
  * the queue's last kernel. A page that a step must copy first (copy-on-write)
- * is copied between two kernels, in stream order.
+ * is copied between two kernels, in stream order. v1's and v2's CUDA graphs
+ * read their inputs from step_d and leave their tokens in d_next or keys in
+ * d_best: a one-block kernel before each queued graph copies the step's
+ * inputs to step_d and its tokens from those (serving 64 sequences 557-560 µs
+ * a step against 573-576 one by one, H200).
  *
  * The host waits for a queue's tokens only after it has worked out and queued
  * the next queue: the GPU never waits for the host between two queues. The
@@ -387,6 +391,13 @@ static int *queue_fed_tokens(const gpt2_engine *e, int q)
     return e->h_fed + (size_t)q * ENGINE_QUEUE_STEPS * e->max_seqs;
 }
 
+/** Whether queued steps of n sequences replay a step's CUDA graph (v1, v2, and v3-v5 past their persistent step's
+ *  rows); steps without a graph (profiled, or kernel by kernel) run one by one. */
+static int graph_step_queues(const gpt2_engine *e, int n)
+{
+    return !engine_persistent_step(e, n) && e->use_graphs && !e->profile;
+}
+
 /** Work out and queue steps s0 … s0 + queued − 1 (queue `q`, 0 or 1): their inputs, one upload, the barriers' memset,
  *  the kernels, the fed tokens back to h_fed[q], and the event queue_done[q] after them. */
 static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const int *tokens, int s0, int queued, int q)
@@ -394,17 +405,29 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     kv_page_copy copies[ENGINE_QUEUE_STEPS][64];
     int n_copies[ENGINE_QUEUE_STEPS];
     engine_step_inputs *h = e->queue_h[q];
+    const int graph = graph_step_queues(e, n);
+    if (graph && (!e->graph_exec || e->graph_n != n)) TRY(capture_decode(e, n));
     for (int j = 0; j < queued; ++j) {
         n_copies[j] = 0;
         TRY(step_inputs(e, n, seqs, s0 + j ? NULL : tokens, &h[j], copies[j], &n_copies[j]));
     }
     size_t bytes = (size_t)(queued - 1) * e->queue_step_bytes + step_inputs_bytes(e, &h[0], n);
     WB_CUDA_CHECK(cudaMemcpyAsync(e->queue_d[0].slots, h[0].slots, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
-    /* each queued step its own barrier counter, all zeroed by one memset: no memset between two steps */
-    WB_CUDA_CHECK(cudaMemsetAsync(e->d_barrier + 1, 0, (size_t)queued * sizeof(unsigned), cudaStreamPerThread));
+    /* each queued persistent step its own barrier counter, all zeroed by one memset: no memset between two steps */
+    if (!graph)
+        WB_CUDA_CHECK(cudaMemsetAsync(e->d_barrier + 1, 0, (size_t)queued * sizeof(unsigned), cudaStreamPerThread));
     for (int j = 0; j < queued; ++j) {
         const int s = s0 + j;
         TRY(copy_pages(e, copies[j], n_copies[j]));
+        if (graph) { /* the graph reads its inputs where engine_decode uploads them: this step's go there, and its
+                      * tokens are those the step before chose, its argmax keys or v1's argmax (step 0: `tokens`) */
+            const int keys = fused_step(e, n);
+            TRY(gpt2_queued_step_inputs(e->step_d.slots, e->queue_d[j].slots, step_inputs_bytes(e, &h[j], n) / 4,
+                                        s && keys ? e->d_best : NULL, s && !keys ? e->d_next : NULL,
+                                        e->step_d.tokens, e->d_fed + (size_t)j * n, n, e->cfg.vocab));
+            WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
+            continue;
+        }
         const int one_row = one_row_step_takes(e, n);
         decode_step_args a = persistent_step_args(e, n, &e->queue_d[j], queued_keys(e, s), one_row);
         a.prev_best = s ? queued_keys(e, s - 1) : NULL; /* step 0 takes `tokens` */
@@ -433,8 +456,9 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
 {
     if (n < 1 || n > e->max_seqs || steps < 0) return "generate: batch size or steps out of range";
     if (e->queue_steps < 1 || e->queue_steps > ENGINE_QUEUE_STEPS) return "generate: queue_steps must be 1..32";
-    if (!engine_persistent_step(e, n)) { /* v1, v2, or rows that do not fit: step by step, each step fed the one
-                                          * before's tokens where it wrote them */
+    const int graph = graph_step_queues(e, n);
+    if (!graph && !engine_persistent_step(e, n)) { /* no graph: step by step, each step fed the one before's tokens
+                                                    * where it wrote them */
         const char *why = NULL;
         for (int s = 0; s < steps && !why; ++s)
             why = engine_decode(e, n, seqs, s ? out + (size_t)(s - 1) * n : tokens, out + (size_t)s * n, NULL);
@@ -445,26 +469,38 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
         if (len < 0) return "decode: unknown sequence";
         if (len + steps > e->cfg.max_T) return "generate: a sequence would pass the end of the context";
     }
+    /* a graph takes its rows longest first, as engine_decode does (each step adds a token to every row, so the
+     * order holds for all of them); the tokens go in and come back in the caller's order */
+    int order[64], row_seqs[64], row_tokens[64];
+    for (int r = 0; r < n; ++r) order[r] = r;
+    if (graph) longest_first(e, n, seqs, order);
+    for (int r = 0; r < n; ++r) row_seqs[r] = seqs[order[r]], row_tokens[r] = tokens[order[r]];
     const int Q = e->queue_steps, queues = (steps + Q - 1) / Q;
     const char *why = NULL;
     for (int k = 0; k <= queues && !why; ++k) {
-        if (k < queues) why = enqueue_steps(e, n, seqs, tokens, k * Q, queue_length(steps, Q, k), k % 2);
+        if (k < queues) why = enqueue_steps(e, n, row_seqs, row_tokens, k * Q, queue_length(steps, Q, k), k % 2);
         if (k == 0 || why) continue;
         /* queue k − 1's tokens: those fed to its steps s0 + 1 …, chosen by the steps before them */
         const int s0 = (k - 1) * Q, queued = queue_length(steps, Q, k - 1);
         const int *fed = queue_fed_tokens(e, (k - 1) % 2);
         WB_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e->queue_done[(k - 1) % 2]));
         for (int j = s0 ? 0 : 1; j < queued; ++j)
-            memcpy(out + (size_t)(s0 + j - 1) * n, fed + (size_t)j * n, (size_t)n * sizeof(int));
+            for (int r = 0; r < n; ++r) out[(size_t)(s0 + j - 1) * n + order[r]] = fed[(size_t)j * n + r];
     }
     if (why) { /* steps queued before the error may still run: let them end before the caller frees anything */
         WB_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
         return why;
     }
-    if (steps) { /* the last step's tokens: its argmax keys */
+    if (steps && graph && !fused_step(e, n)) { /* the last step's tokens: v1's argmax, */
+        int next[64];
+        WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * sizeof next[0], cudaMemcpyDeviceToHost));
+        for (int r = 0; r < n; ++r) out[(size_t)(steps - 1) * n + order[r]] = next[r];
+    } else if (steps) { /* or its argmax keys (a graph of v2's leaves them in d_best) */
         unsigned long long keys[64];
-        WB_CUDA_CHECK(cudaMemcpy(keys, queued_keys(e, steps - 1), (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
-        for (int i = 0; i < n; ++i) out[(size_t)(steps - 1) * n + i] = gpt2_argmax_key_token(keys[i], e->cfg.vocab);
+        WB_CUDA_CHECK(cudaMemcpy(keys, graph ? e->d_best : queued_keys(e, steps - 1), (size_t)n * sizeof keys[0],
+                                 cudaMemcpyDeviceToHost));
+        for (int r = 0; r < n; ++r)
+            out[(size_t)(steps - 1) * n + order[r]] = gpt2_argmax_key_token(keys[r], e->cfg.vocab);
     }
     return NULL;
 }

@@ -48,6 +48,14 @@ const char *gpt2_merge_heads(wb_dtype dtype, const void *heads, void *out, int r
 const char *gpt2_argmax(wb_dtype dtype, const void *logits, int rows, int V, int ld, int *next);
 
 /**
+ * @brief A queued step's inputs, `words` 4-byte words, copied from `src` to `dst`, where the step's CUDA graph
+ *        reads them; then `tokens` (inside dst) and `fed` [n] take the tokens the step before chose: those its
+ *        argmax keys name (`keys`, argmax_key.h: v2's head), or v1's argmax (`next`); with neither, dst's stay.
+ */
+const char *gpt2_queued_step_inputs(void *dst, const void *src, size_t words, const unsigned long long *keys,
+                                    const int *next, int *tokens, int *fed, int n, int V);
+
+/**
  * @brief Y = act(X·W + bias) for a few rows (1 <= M <= 8): the linear layer of
  *        a decode step. At M = 1 a tiled GEMM computes 127 padding rows of its
  *        128-row tile and reads W with a handful of blocks; here each element of
