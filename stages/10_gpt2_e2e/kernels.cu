@@ -158,13 +158,14 @@ const char *gpt2_argmax(wb_dtype dtype, const void *logits, int rows, int V, int
     });
 }
 
+/** @brief gpt2_queued_step_inputs in one block: the copy, then each row's token over the copied one. */
 __global__ void queued_step_inputs_kernel(int *dst, const int *src, size_t words, const unsigned long long *keys,
                                           const int *next, int *tokens, int *fed, int n, int V)
 {
     for (size_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
     __syncthreads(); /* the copied tokens first, the chosen ones over them */
-    for (int r = threadIdx.x; (keys || next) && r < n; r += blockDim.x)
-        tokens[r] = fed[r] = keys ? gpt2_argmax_key_token(keys[r], V) : next[r];
+    for (int r = threadIdx.x; r < n; r += blockDim.x)
+        tokens[r] = fed[r] = keys ? gpt2_argmax_key_token(keys[r], V) : next ? next[r] : tokens[r];
 }
 
 const char *gpt2_queued_step_inputs(void *dst, const void *src, size_t words, const unsigned long long *keys,

@@ -50,7 +50,7 @@ const char *gpt2_argmax(wb_dtype dtype, const void *logits, int rows, int V, int
 /**
  * @brief A queued step's inputs, `words` 4-byte words, copied from `src` to `dst`, where the step's CUDA graph
  *        reads them; then `tokens` (inside dst) and `fed` [n] take the tokens the step before chose: those its
- *        argmax keys name (`keys`, argmax_key.h: v2's head), or v1's argmax (`next`); with neither, dst's stay.
+ *        argmax keys name (`keys`, argmax_key.h: v2's head), or v1's argmax (`next`); with neither, dst's own.
  */
 const char *gpt2_queued_step_inputs(void *dst, const void *src, size_t words, const unsigned long long *keys,
                                     const int *next, int *tokens, int *fed, int n, int V);
