@@ -631,9 +631,9 @@ static void launch_batch_tiles(const decode_linear_args *a, size_t limit, int k_
      * shared memory (less 2 KB a block: the system's reserve and the static arrays) also holds the block's rows and
      * ring, two blocks share each SM: twice the blocks, each with half the chunks, so each linear's chain of chunks
      * is half as long (batch 8's serving step 274-277 µs against 305-310, H200) */
-    const int cols_two = batch_cols_per_block(a->N * slices, 2), per_two = cols_two / BATCH_CHUNK;
+    const int cols_two = batch_cols_per_block(a->N * slices, 2);
     const size_t half = limit / 2 - 2048;
-    if (m_tiles == 1 && batch_smem_bytes(1, k_slice, per_two < 2 ? per_two : 2, cols_two) <= half)
+    if (m_tiles == 1 && batch_smem_bytes(1, k_slice, batch_ring_slots(2, cols_two), cols_two) <= half)
         cols = cols_two, limit = half;
     auto kernel = m_tiles == 1   ? decode_batch_linear<1, EPI, PARTIALS>
                   : m_tiles == 2 ? decode_batch_linear<2, EPI, PARTIALS>

@@ -251,6 +251,14 @@ static const char *capture_decode(gpt2_engine *e, int n)
     return NULL;
 }
 
+/** The step's graph for n sequences, captured the first time (and again when n changes), launched. */
+static const char *launch_graph(gpt2_engine *e, int n)
+{
+    if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
+    WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
+    return NULL;
+}
+
 /**
  * One decode step's inputs, on the host: each sequence's position, its slot in
  * the page pools (the block manager appends one token to each), the context
@@ -317,6 +325,17 @@ static void longest_first(const gpt2_engine *e, int n, const int *seqs, int *ord
     }
 }
 
+/** The tokens a step chose, row r's into out[order[r]]: from its argmax keys (`keys`: v2-v5's LM head leaves one a
+ *  sequence), or with keys NULL from v1's argmax (d_next). */
+static void step_tokens_to_host(const gpt2_engine *e, int n, const unsigned long long *keys, const int *order, int *out)
+{
+    unsigned long long row_keys[64];
+    int row_next[64];
+    if (keys) WB_CUDA_CHECK(cudaMemcpy(row_keys, keys, (size_t)n * sizeof row_keys[0], cudaMemcpyDeviceToHost));
+    else WB_CUDA_CHECK(cudaMemcpy(row_next, e->d_next, (size_t)n * sizeof row_next[0], cudaMemcpyDeviceToHost));
+    for (int r = 0; r < n; ++r) out[order[r]] = keys ? gpt2_argmax_key_token(row_keys[r], e->cfg.vocab) : row_next[r];
+}
+
 const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tokens, int *next, float *logits)
 {
     const gpt2_config *c = &e->cfg;
@@ -336,18 +355,9 @@ const char *engine_decode(gpt2_engine *e, int n, const int *seqs, const int *tok
     if (e->profile || !e->use_graphs) {
         TRY(decode_kernels(e, n));
     } else {
-        if (!e->graph_exec || e->graph_n != n) TRY(capture_decode(e, n));
-        WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
+        TRY(launch_graph(e, n));
     }
-    if (fused_step(e, n)) { /* v2-v5's LM head leaves an argmax key per sequence */
-        unsigned long long keys[SKINNY_MAX_ROWS];
-        WB_CUDA_CHECK(cudaMemcpy(keys, e->d_best, (size_t)n * sizeof keys[0], cudaMemcpyDeviceToHost));
-        for (int r = 0; r < n; ++r) next[order[r]] = gpt2_argmax_key_token(keys[r], c->vocab);
-    } else {
-        int row_next[64];
-        WB_CUDA_CHECK(cudaMemcpy(row_next, e->d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
-        for (int r = 0; r < n; ++r) next[order[r]] = row_next[r];
-    }
+    step_tokens_to_host(e, n, fused_step(e, n) ? e->d_best : NULL, order, next);
     const size_t row_bytes = (size_t)e->vocab_padded * (e->dtype == WB_F16 ? 2 : 4);
     for (int r = 0; logits && r < n; ++r) /* the checks' logits, row by row into the caller's order */
         engine_logits_to_host(e, (const char *)e->logits + r * row_bytes, 1, logits + (size_t)order[r] * c->vocab);
@@ -406,7 +416,6 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
     int n_copies[ENGINE_QUEUE_STEPS];
     engine_step_inputs *h = e->queue_h[q];
     const int graph = graph_step_queues(e, n);
-    if (graph && (!e->graph_exec || e->graph_n != n)) TRY(capture_decode(e, n));
     for (int j = 0; j < queued; ++j) {
         n_copies[j] = 0;
         TRY(step_inputs(e, n, seqs, s0 + j ? NULL : tokens, &h[j], copies[j], &n_copies[j]));
@@ -425,7 +434,7 @@ static const char *enqueue_steps(gpt2_engine *e, int n, const int *seqs, const i
             TRY(gpt2_queued_step_inputs(e->step_d.slots, e->queue_d[j].slots, step_inputs_bytes(e, &h[j], n) / 4,
                                         s && keys ? e->d_best : NULL, s && !keys ? e->d_next : NULL,
                                         e->step_d.tokens, e->d_fed + (size_t)j * n, n, e->cfg.vocab));
-            WB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)e->graph_exec, cudaStreamPerThread));
+            TRY(launch_graph(e, n));
             continue;
         }
         const int one_row = one_row_step_takes(e, n);
@@ -491,17 +500,9 @@ const char *engine_generate(gpt2_engine *e, int n, const int *seqs, const int *t
         WB_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
         return why;
     }
-    if (steps && graph && !fused_step(e, n)) { /* the last step's tokens: v1's argmax, */
-        int next[64];
-        WB_CUDA_CHECK(cudaMemcpy(next, e->d_next, (size_t)n * sizeof next[0], cudaMemcpyDeviceToHost));
-        for (int r = 0; r < n; ++r) out[(size_t)(steps - 1) * n + order[r]] = next[r];
-    } else if (steps) { /* or its argmax keys (a graph of v2's leaves them in d_best) */
-        unsigned long long keys[64];
-        WB_CUDA_CHECK(cudaMemcpy(keys, graph ? e->d_best : queued_keys(e, steps - 1), (size_t)n * sizeof keys[0],
-                                 cudaMemcpyDeviceToHost));
-        for (int r = 0; r < n; ++r)
-            out[(size_t)(steps - 1) * n + order[r]] = gpt2_argmax_key_token(keys[r], e->cfg.vocab);
-    }
+    if (steps) /* the last step's tokens: a graph's where engine_decode reads them, a persistent step's keys */
+        step_tokens_to_host(e, n, !graph ? queued_keys(e, steps - 1) : fused_step(e, n) ? e->d_best : NULL, order,
+                            out + (size_t)(steps - 1) * n);
     return NULL;
 }
 
